@@ -1,0 +1,4 @@
+"""Runtime for compiled functions: guards, variant cache, compiled backward.
+
+Empty until the compiler lands; installed as ``tracegrad.runtime``.
+"""
