@@ -1,0 +1,47 @@
+"""tracegrad: PyTorch's autograd on NumPy/CuPy, and a compiler for it.
+
+``import tracegrad as torch`` gives tensors, autograd and grad modes with
+PyTorch's behaviour; ``tracegrad.compile`` (landing next) traces a function
+into an IR and emits fused NumPy or CUDA code for its forward and backward.
+"""
+from . import dtypes
+from .dtypes import (
+    bool, double, dtype, float, float16, float32, float64, get_default_dtype, half, int, int8,
+    int16, int32, int64, long, set_default_dtype, short, uint8,
+)
+from .device import device
+from .tensor import Size, Tensor
+from . import ops
+from .ops import *  # noqa: F401,F403 - the op functions are tracegrad's namespace
+from .ops import _install_new_methods
+from .creation import (
+    Generator, arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like,
+    initial_seed, linspace, manual_seed, ones, ones_like, rand, rand_like, randint,
+    randint_like, randn, randn_like, randperm, seed, tensor, zeros, zeros_like,
+)
+from ._tensor_str import set_printoptions
+from . import autograd, cuda, utils
+from .autograd import (
+    enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
+    set_grad_enabled,
+)
+from .autograd.function import Function
+
+_install_new_methods()
+FloatTensor = DoubleTensor = LongTensor = Tensor  # legacy names for isinstance checks
+is_tensor = lambda obj: isinstance(obj, Tensor)  # noqa: E731
+
+
+def is_floating_point(input):
+    return input.is_floating_point()
+
+
+def numel(input):
+    return input.numel()
+
+
+def typename(obj):
+    return obj.type() if isinstance(obj, Tensor) else type(obj).__name__
+
+
+__version__ = "0.1.0"

@@ -1,0 +1,18 @@
+"""PyTorch's autograd: engine, Function, grad modes, hooks, checks, functional."""
+from . import functional, graph
+from .anomaly_mode import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
+from .engine import backward, grad
+from .function import Function, FunctionCtx, once_differentiable
+from .grad_mode import (
+    enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
+    set_grad_enabled,
+)
+from .gradcheck import GradcheckError, gradcheck, gradgradcheck
+from .variable import Variable
+
+__all__ = [
+    "backward", "grad", "Function", "FunctionCtx", "once_differentiable", "Variable",
+    "no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled",
+    "is_inference_mode_enabled", "gradcheck", "gradgradcheck", "GradcheckError",
+    "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled", "functional", "graph",
+]

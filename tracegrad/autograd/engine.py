@@ -1,0 +1,318 @@
+"""The backward engine: ``backward`` and ``grad`` over the graph of ``Node``s.
+
+One pass counts, for every node reachable from the roots, how many edges
+lead into it; nodes then run once all their gradients have arrived, newest
+first (by creation order, as PyTorch's engine does on one device). Before a
+node runs: its tensors' hooks, ``retain_grad``, and its pre-hooks; after it:
+its post-hooks, anomaly checks, and, without ``retain_graph``, freeing of its
+saved tensors.
+"""
+import heapq
+
+from . import grad_mode
+from .anomaly_mode import _Anomaly, report
+from .graph import AccumulateGrad
+
+_gm = grad_mode._state
+
+
+def _as_tuple(x):
+    if x is None:
+        return ()
+    from ..tensor import Tensor
+    if isinstance(x, Tensor):
+        return (x,)
+    return tuple(x)
+
+
+def _make_root_grads(outputs, grad_outputs, who):
+    from ..creation import ones_like
+    from ..tensor import Tensor
+    grads = []
+    for i, (out, g) in enumerate(zip(outputs, grad_outputs)):
+        if g is None:
+            if out.numel() != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            if not out.dtype.is_floating_point:
+                raise RuntimeError(f"grad can be implicitly created only for real scalar outputs "
+                                   f"but got {out.dtype}")
+            g = ones_like(out)
+        elif not isinstance(g, Tensor):
+            from ..creation import full_like
+            g = full_like(out, g)
+        elif g.shape != out.shape:
+            raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape} and "
+                               f"output[{i}] has a shape of {out.shape}.")
+        grads.append(g)
+    return grads
+
+
+def _check_outputs(outputs):
+    for i, out in enumerate(outputs):
+        if not out._requires_grad:
+            raise RuntimeError(f"element {i} of tensors does not require grad and does not have a "
+                               f"grad_fn")
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, grad_variables=None,
+             inputs=None):
+    """Accumulate the gradients of ``tensors`` into the ``.grad`` of the leaves."""
+    outputs = _as_tuple(tensors)
+    if grad_variables is not None:
+        grad_tensors = grad_variables
+    grads = _as_tuple(grad_tensors) if grad_tensors is not None else (None,) * len(outputs)
+    if len(grads) != len(outputs):
+        raise RuntimeError(f"got {len(grads)} tensors and {len(outputs)} gradients")
+    if inputs is not None:
+        inputs = _as_tuple(inputs)
+        if not inputs:
+            raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+    _check_outputs(outputs)
+    root_grads = _make_root_grads(outputs, grads, "backward")
+    if retain_graph is None:
+        retain_graph = create_graph
+    run(outputs, root_grads, retain_graph, create_graph, inputs, accumulate=True)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
+    """The gradients of ``outputs`` with respect to ``inputs``, without touching ``.grad``."""
+    outputs = _as_tuple(outputs)
+    inputs = _as_tuple(inputs)
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    if materialize_grads and not allow_unused:
+        raise ValueError("Expected allow_unused to be True or not passed when materialize_grads=True")
+    grads = _as_tuple(grad_outputs) if grad_outputs is not None else (None,) * len(outputs)
+    if len(grads) != len(outputs):
+        raise RuntimeError(f"grad_outputs must have the same length as outputs: got "
+                           f"{len(grads)} and {len(outputs)}")
+    for t in inputs:
+        if not t._requires_grad:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+    _check_outputs(outputs)
+    root_grads = _make_root_grads(outputs, grads, "grad")
+    if retain_graph is None:
+        retain_graph = create_graph
+    result = run(outputs, root_grads, retain_graph, create_graph, inputs, accumulate=False)
+    out = []
+    for t, g in zip(inputs, result):
+        if g is None:
+            if not allow_unused:
+                raise RuntimeError("One of the differentiated Tensors appears to not have been used "
+                                   "in the graph. Set allow_unused=True if this is the desired "
+                                   "behavior.")
+            if materialize_grads:
+                from ..creation import zeros_like
+                g = zeros_like(t)
+        out.append(g)
+    return tuple(out)
+
+
+def _collect(roots):
+    """Dependency counts for every node reachable from ``roots``."""
+    deps = {}
+    seen = set()
+    stack = [n for n in roots if n is not None]
+    for n in stack:
+        seen.add(n)
+    while stack:
+        node = stack.pop()
+        for nxt, _ in node.next_functions:
+            if nxt is None:
+                continue
+            deps[nxt] = deps.get(nxt, 0) + 1
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return deps, seen
+
+
+def _needed(nodes, targets):
+    """The nodes from which some target node can be reached: only they must run."""
+    memo = {}
+    for root in nodes:
+        stack = [(root, False)]
+        while stack:
+            node, done = stack.pop()
+            if done:
+                memo[node] = any(nxt is not None and (nxt in targets or memo[nxt])
+                                 for nxt, _ in node.next_functions)
+            elif node not in memo:
+                # In a DAG every child is final before its parent's ``done`` entry pops.
+                memo[node] = False
+                stack.append((node, True))
+                stack.extend((nxt, False) for nxt, _ in node.next_functions
+                             if nxt is not None and nxt not in memo)
+    return {n for n, v in memo.items() if v}
+
+
+def _call_tensor_hooks(node, grads):
+    if type(node) is AccumulateGrad:
+        hooks = node.variable._backward_hooks
+        hooks = {0: hooks} if hooks else None
+    else:
+        hooks = node._tensor_pre_hooks
+    if hooks:
+        for nr, d in hooks.items():
+            for fn in list(d.values()):
+                if grads[nr] is None:
+                    continue
+                r = fn(grads[nr])
+                if r is not None:
+                    grads[nr] = r
+    if node._retain_grad:
+        for nr, ref in node._retain_grad.items():
+            t = ref()
+            g = grads[nr]
+            if t is None or g is None:
+                continue
+            if t._grad is None:
+                from ..ops import clone
+                t._grad = clone(g) if _gm.grad_enabled else g.detach().clone()
+            else:
+                t._grad = t._grad + g
+
+
+def _accumulate(var, g, create_graph):
+    """Add ``g`` into ``var.grad`` (in place unless building a graph), then run post hooks."""
+    if var._grad is None:
+        if create_graph:
+            var._grad = g
+        else:
+            var._grad = g.detach()
+            var._grad._data = g._data.copy()   # never alias a gradient another leaf may receive
+    elif create_graph or var._grad._requires_grad:
+        var._grad = var._grad + g
+    else:
+        var._grad._data += g._data
+        var._grad._vc.value += 1
+    if var._post_acc_hooks:
+        for fn in list(var._post_acc_hooks.values()):
+            fn(var)
+
+
+def _check_nan(node, grads):
+    for i, g in enumerate(grads):
+        if g is not None and g.dtype.is_floating_point and bool(g.isnan().any()):
+            raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th output.")
+
+
+def run(outputs, root_grads, retain_graph, create_graph, inputs, accumulate):
+    """Run the graph below ``outputs``; return the gradients captured for ``inputs``."""
+    root_edges = [t._grad_edge() for t in outputs]
+    buffers = {}
+    for (node, nr), g in zip(root_edges, root_grads):
+        buf = buffers.setdefault(node, [None] * node.num_outputs)
+        buf[nr] = g if buf[nr] is None else buf[nr] + g
+    deps, nodes = _collect([n for n, _ in root_edges])
+
+    captures = {}          # node -> {output_nr: index into inputs}
+    input_edges = []
+    if inputs is not None:
+        for k, t in enumerate(inputs):
+            node, nr = t._grad_edge()
+            input_edges.append((node, nr))
+            if node is not None:
+                captures.setdefault(node, {})[nr] = k
+        needed = _needed(nodes, set(captures))
+    else:
+        needed = None
+    captured = [None] * (len(inputs) if inputs is not None else 0)
+
+    ready = [(-n._seq, id(n), n) for n in buffers if deps.get(n, 0) == 0]
+    heapq.heapify(ready)
+    prev_mode = _gm.grad_enabled
+    _gm.grad_enabled = create_graph
+    try:
+        while ready:
+            _, _, node = heapq.heappop(ready)
+            grads = buffers.pop(node, None) or [None] * node.num_outputs
+            out = _run_node(node, grads, captures.get(node), captured, inputs, needed,
+                            accumulate, retain_graph, create_graph)
+            for (nxt, nr), g in zip(node.next_functions, out):
+                if nxt is None:
+                    continue
+                if g is not None:
+                    buf = buffers.get(nxt)
+                    if buf is None:
+                        buf = buffers[nxt] = [None] * nxt.num_outputs
+                    buf[nr] = g if buf[nr] is None else buf[nr] + g
+                left = deps[nxt] - 1
+                deps[nxt] = left
+                if left == 0:
+                    heapq.heappush(ready, (-nxt._seq, id(nxt), nxt))
+    finally:
+        _gm.grad_enabled = prev_mode
+    return captured
+
+
+def _run_node(node, grads, cap, captured, inputs, needed, accumulate, retain_graph, create_graph):
+    """Hooks, capture and the node itself; returns the gradients for its next edges."""
+    nothing = ()
+    if all(g is None for g in grads):
+        return nothing if type(node) is AccumulateGrad else [None] * len(node.next_functions)
+    _call_tensor_hooks(node, grads)
+    if node._pre_hooks:
+        for fn in list(node._pre_hooks.values()):
+            r = fn(tuple(grads))
+            if r is not None:
+                grads = list(r)
+    if cap is not None:
+        for nr, k in cap.items():
+            captured[k] = grads[nr]
+    if type(node) is AccumulateGrad:
+        if accumulate and (inputs is None or cap is not None) and grads[0] is not None:
+            _accumulate(node.variable, grads[0], create_graph)
+        return nothing
+    if accumulate and cap is not None:      # backward(inputs=[non_leaf]) fills its .grad
+        for nr, k in cap.items():
+            _accumulate_nonleaf(inputs[k], grads[nr], create_graph)
+    if needed is not None and node not in needed:
+        return [None] * len(node.next_functions)
+    out = _apply(node, grads)
+    if not retain_graph:
+        node.release()
+    return out
+
+
+def _accumulate_nonleaf(t, g, create_graph):
+    if g is None:
+        return
+    if t._grad is None:
+        t._grad = g if create_graph else g.detach()
+    else:
+        t._grad = t._grad + g
+
+
+def _materialize(node, grads):
+    from ..creation import zeros
+    for i, g in enumerate(grads):
+        if g is None:
+            shape, dt, dev = node._out_meta[i]
+            grads[i] = zeros(shape, dtype=_dtype_of(dt), device=dev)
+    return grads
+
+
+def _dtype_of(np_dtype):
+    from ..dtypes import from_numpy
+    return from_numpy(np_dtype)
+
+
+def _apply(node, grads):
+    if node._materialize and any(g is None for g in grads):
+        grads = _materialize(node, grads)
+    try:
+        out = node.apply(grads)
+    except Exception:
+        if _Anomaly.enabled:
+            report(node)
+        raise
+    if node._post_hooks:
+        for fn in list(node._post_hooks.values()):
+            r = fn(tuple(out), tuple(grads))
+            if r is not None:
+                out = list(r)
+    if _Anomaly.enabled and _Anomaly.check_nan:
+        _check_nan(node, out)
+    return out

@@ -1,0 +1,237 @@
+"""The backward graph: nodes, saved tensors, hooks.
+
+A ``Node`` is one backward function. ``next_functions`` holds one edge
+``(node, output_nr)`` per input of the forward op, ``(None, 0)`` for inputs that
+need no gradient. Leaves that require grad end in an ``AccumulateGrad`` node.
+
+Saved tensors are ``SavedTensor`` records: they remember the version of the
+tensor at save time and refuse to unpack after an in-place change, apply the
+active ``saved_tensors_hooks``, and are freed after a backward without
+``retain_graph``.
+"""
+import itertools
+import threading
+import weakref
+
+from .anomaly_mode import _Anomaly, forward_stack
+
+_seq = itertools.count()
+
+FREED_ERROR = (
+    "Trying to backward through the graph a second time (or directly access saved tensors after "
+    "they have already been freed). Saved intermediate values of the graph are freed when you call "
+    ".backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the "
+    "graph a second time or if you need to access saved tensors after calling backward.")
+
+
+class RemovableHandle:
+    """Returned by every ``register_*hook``; ``remove()`` takes the hook out."""
+    _ids = itertools.count()
+
+    def __init__(self, hooks_dict):
+        self.id = next(RemovableHandle._ids)
+        self._ref = weakref.ref(hooks_dict) if hooks_dict is not None else None
+
+    def remove(self):
+        d = self._ref() if self._ref is not None else None
+        if d is not None:
+            d.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+class _HookDict(dict):
+    """A dict that a weakref can point at (hook handles hold it weakly)."""
+    __slots__ = ("__weakref__",)
+
+
+def add_hook(owner_dict, fn):
+    handle = RemovableHandle(owner_dict)
+    owner_dict[handle.id] = fn
+    return handle
+
+
+class Node:
+    """One backward function of the autograd graph."""
+    _materialize = False     # custom Functions fill missing output grads with zeros
+    __slots__ = ("next_functions", "_seq", "_pre_hooks", "_post_hooks", "_tensor_pre_hooks",
+                 "_retain_grad", "_anomaly_trace", "_out_meta", "metadata", "__weakref__")
+
+    def __init__(self, next_functions, out_meta):
+        self.next_functions = next_functions
+        self._out_meta = out_meta          # ((shape, np dtype, xp), ...) per output
+        self._seq = next(_seq)
+        self._pre_hooks = self._post_hooks = self._tensor_pre_hooks = None
+        self._retain_grad = None
+        self._anomaly_trace = forward_stack() if _Anomaly.enabled else None
+        self.metadata = None
+
+    def name(self):
+        return type(self).__name__
+
+    def __repr__(self):
+        return f"<{type(self).__name__} object at {id(self):#x}>"
+
+    @property
+    def num_outputs(self):
+        return len(self._out_meta)
+
+    def apply(self, grads):
+        """Gradients for the forward inputs from gradients of the forward outputs."""
+        raise NotImplementedError
+
+    def __call__(self, *grads):
+        res = self.apply(list(grads))
+        return res[0] if len(res) == 1 else tuple(res)
+
+    def release(self):
+        """Free saved tensors (called after a backward without retain_graph)."""
+
+    # hooks ---------------------------------------------------------------
+    def register_hook(self, fn):
+        """``fn(grad_inputs, grad_outputs)`` runs after the node; may return new grad_inputs."""
+        if self._post_hooks is None:
+            self._post_hooks = _HookDict()
+        return add_hook(self._post_hooks, fn)
+
+    def register_prehook(self, fn):
+        """``fn(grad_outputs)`` runs before the node; may return new grad_outputs."""
+        if self._pre_hooks is None:
+            self._pre_hooks = _HookDict()
+        return add_hook(self._pre_hooks, fn)
+
+    def _add_tensor_hook(self, output_nr, fn):
+        if self._tensor_pre_hooks is None:
+            self._tensor_pre_hooks = {}
+        return add_hook(self._tensor_pre_hooks.setdefault(output_nr, _HookDict()), fn)
+
+    def _set_retain_grad(self, output_nr, tensor):
+        if self._retain_grad is None:
+            self._retain_grad = {}
+        self._retain_grad[output_nr] = weakref.ref(tensor)
+
+
+class AccumulateGrad(Node):
+    """The sink for a leaf: adds the incoming gradient into ``variable.grad``."""
+    __slots__ = ("variable",)
+
+    def __init__(self, variable):
+        super().__init__((), ((variable.shape, variable._data.dtype, None),))
+        self.variable = variable
+
+    def apply(self, grads):
+        raise RuntimeError("AccumulateGrad is applied by the engine")
+
+
+def grad_accumulator(t):
+    """The one AccumulateGrad node of leaf ``t`` (shared by every op that uses it)."""
+    acc = t._grad_acc() if t._grad_acc is not None else None
+    if acc is None:
+        acc = AccumulateGrad(t)
+        t._grad_acc = weakref.ref(acc)
+    return acc
+
+
+# saved tensors ----------------------------------------------------------------
+
+class _HooksState(threading.local):
+    def __init__(self):
+        self.stack = []
+        self.disabled = None
+
+
+_hooks_state = _HooksState()
+
+
+class saved_tensors_hooks:
+    """``with saved_tensors_hooks(pack, unpack):`` packs every tensor saved for backward."""
+
+    def __init__(self, pack_hook, unpack_hook):
+        self.pack_hook, self.unpack_hook = pack_hook, unpack_hook
+
+    def __enter__(self):
+        if _hooks_state.disabled:
+            raise RuntimeError(_hooks_state.disabled)
+        _hooks_state.stack.append((self.pack_hook, self.unpack_hook))
+        return self
+
+    def __exit__(self, *exc):
+        _hooks_state.stack.pop()
+
+
+class save_on_cpu(saved_tensors_hooks):
+    """Saved tensors live in host memory and return to their device on unpack."""
+
+    def __init__(self, pin_memory=False):
+        def pack(t):
+            return (t.device, t.cpu())
+
+        def unpack(packed):
+            dev, t = packed
+            return t.to(dev)
+        super().__init__(pack, unpack)
+
+
+class disable_saved_tensors_hooks:
+    def __init__(self, error_message):
+        self.msg = error_message
+
+    def __enter__(self):
+        self.prev = _hooks_state.disabled
+        _hooks_state.disabled = self.msg
+
+    def __exit__(self, *exc):
+        _hooks_state.disabled = self.prev
+
+
+def _describe(array):
+    from ..device import device_of
+    from ..dtypes import from_numpy, type_name
+    dt = type_name(from_numpy(array.dtype), device_of(array).type)
+    return f"[{dt} [{', '.join(map(str, array.shape))}]]"
+
+
+class SavedTensor:
+    """A tensor saved for backward, checked against in-place change on unpack."""
+    __slots__ = ("tensor", "data", "vc", "version", "packed", "unpack_hook", "origin", "is_output")
+
+    def __init__(self, t, is_output=False):
+        if t._is_inference:
+            raise RuntimeError(
+                "Inference tensors cannot be saved for backward. To work around you can make a "
+                "clone to get a normal tensor and use it in autograd.")
+        self.vc = t._vc
+        self.version = t._vc.value
+        self.is_output = is_output
+        fn = t._grad_fn
+        self.origin = (f"which is output {t._output_nr} of {fn.name()}" if fn is not None else None)
+        self.packed = self.unpack_hook = self.tensor = self.data = None
+        if _hooks_state.stack:
+            pack, self.unpack_hook = _hooks_state.stack[-1]
+            self.packed = pack(t)
+        elif is_output:
+            self.data = t._data      # no strong ref to the output itself: no cycle through grad_fn
+        else:
+            self.tensor = t
+
+    def unpack(self, node):
+        if self.vc.value != self.version:
+            origin = f", {self.origin}," if self.origin else ""
+            array = self.tensor._data if self.tensor is not None else self.data
+            desc = _describe(array) if array is not None else "a saved tensor"
+            raise RuntimeError(
+                f"one of the variables needed for gradient computation has been modified by an "
+                f"inplace operation: {desc}{origin} is at version {self.vc.value}; expected version "
+                f"{self.version} instead (needed by {node.name()}). Hint: enable anomaly detection "
+                f"to find the operation that failed to compute its gradient, with "
+                f"tracegrad.autograd.set_detect_anomaly(True).")
+        if self.unpack_hook is not None:
+            return self.unpack_hook(self.packed)
+        if self.is_output:
+            from ..tensor import Tensor
+            return Tensor._make(self.data, node, vc=self.vc)
+        return self.tensor

@@ -1,0 +1,267 @@
+"""Creation functions and the random generator (``manual_seed``)."""
+import numbers
+
+import numpy as np
+
+from . import dtypes
+from .device import as_device, device_of, to_device, xp_for
+from .tensor import Tensor
+
+
+class Generator:
+    """A seedable source of random numbers (NumPy's PCG64 underneath)."""
+
+    def __init__(self, device="cpu"):
+        self.device = as_device(device)
+        self._seed = int(np.random.SeedSequence().entropy % (2 ** 63))
+        self.rng = np.random.default_rng(self._seed)
+
+    def manual_seed(self, seed):
+        self._seed = int(seed)
+        self.rng = np.random.default_rng(self._seed)
+        return self
+
+    def seed(self):
+        return self.manual_seed(int(np.random.SeedSequence().entropy % (2 ** 63)))._seed
+
+    def initial_seed(self):
+        return self._seed
+
+    def get_state(self):
+        return self.rng.bit_generator.state
+
+    def set_state(self, state):
+        self.rng.bit_generator.state = state
+
+
+default_generator = Generator()
+
+
+def manual_seed(seed):
+    return default_generator.manual_seed(seed)
+
+
+def seed():
+    return default_generator.seed()
+
+
+def initial_seed():
+    return default_generator.initial_seed()
+
+
+def _finish(array, dtype, device, requires_grad):
+    dev = as_device(device)
+    if dtype is not None:
+        dt = dtypes.as_dtype(dtype)
+        if array.dtype != dt.np:
+            array = array.astype(dt.np)
+    if dev.type != "cpu":
+        array = to_device(array, dev)
+    t = Tensor._make(array)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _flatten_data(data):
+    """Nested lists that may hold tensors or NumPy scalars, as plain Python values."""
+    if isinstance(data, Tensor):
+        return data.tolist()
+    if isinstance(data, (list, tuple)):
+        return [_flatten_data(d) for d in data]
+    if isinstance(data, np.generic):
+        return data.item()
+    return data
+
+
+def _infer_dtype(data):
+    kinds = set()
+
+    def walk(d):
+        if isinstance(d, (list, tuple)):
+            for x in d:
+                walk(x)
+        elif isinstance(d, bool):
+            kinds.add("b")
+        elif isinstance(d, numbers.Integral):
+            kinds.add("i")
+        elif isinstance(d, numbers.Real):
+            kinds.add("f")
+        else:
+            raise TypeError(f"tensor(): could not infer dtype of {type(d).__name__}")
+    walk(data)
+    if "f" in kinds:
+        return dtypes.get_default_dtype()
+    if "i" in kinds:
+        return dtypes.int64
+    if "b" in kinds:
+        return dtypes.bool
+    return dtypes.get_default_dtype()     # empty list
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
+    """A new leaf tensor holding a copy of ``data`` (PyTorch's dtype inference)."""
+    if isinstance(data, Tensor):
+        array = to_device(data._data, device_of(data)).copy()
+        return _finish(array, dtype, device if device is not None else data.device, requires_grad)
+    if isinstance(data, np.ndarray) or isinstance(data, np.generic):
+        array = np.array(data)
+        if array.dtype.kind == "f" and dtype is None and array.dtype not in (
+                np.float16, np.float32, np.float64):
+            array = array.astype(np.float64)
+    elif hasattr(data, "__cuda_array_interface__"):
+        array = data.copy()
+    else:
+        data = _flatten_data(data)
+        dt = dtypes.as_dtype(dtype) if dtype is not None else _infer_dtype(data)
+        try:
+            array = np.array(data, dtype=dt.np)
+        except ValueError as e:
+            raise ValueError(f"tensor(): {e}") from None
+    return _finish(array, dtype, device, requires_grad)
+
+
+def as_tensor(data, dtype=None, device=None):
+    """Like ``tensor`` but shares memory with a NumPy array or tensor where it can."""
+    if isinstance(data, Tensor):
+        return data.to(dtype=dtype, device=device) if (dtype or device) else data
+    if isinstance(data, np.ndarray) and (dtype is None or dtypes.as_dtype(dtype).np == data.dtype) \
+            and (device is None or as_device(device).type == "cpu"):
+        return Tensor._make(data)
+    return tensor(data, dtype=dtype, device=device)
+
+
+def from_numpy(ndarray):
+    if not isinstance(ndarray, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(ndarray).__name__})")
+    dtypes.from_numpy(ndarray.dtype)
+    return Tensor._make(ndarray)
+
+
+def _size(size):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    size = tuple(int(s) for s in size)
+    for s in size:
+        if s < 0:
+            raise RuntimeError(f"Trying to create tensor with negative dimension {s}: {list(size)}")
+    return size
+
+
+def _filled(fill, size, dtype, device, requires_grad, default=None):
+    dt = dtypes.as_dtype(dtype) if dtype is not None else (default or dtypes.get_default_dtype())
+    xp = xp_for(as_device(device))
+    array = xp.full(_size(size), fill, dtype=dt.np) if fill is not None else \
+        xp.empty(_size(size), dtype=dt.np)
+    return _finish(array, None, device, requires_grad)
+
+
+def zeros(*size, dtype=None, device=None, requires_grad=False, out=None):
+    return _filled(0, size, dtype, device, requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad=False, out=None):
+    return _filled(1, size, dtype, device, requires_grad)
+
+
+def empty(*size, dtype=None, device=None, requires_grad=False, out=None, memory_format=None):
+    return _filled(0, size, dtype, device, requires_grad)
+
+
+def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
+    if dtype is None:
+        dtype = dtypes.result_type(fill_value)
+    return _filled(fill_value, (size,) if isinstance(size, int) else size, dtype, device,
+                   requires_grad)
+
+
+def _like(input, dtype, device):
+    return (dtype if dtype is not None else input.dtype,
+            device if device is not None else input.device)
+
+
+def zeros_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    dt, dev = _like(input, dtype, device)
+    return zeros(input.shape, dtype=dt, device=dev, requires_grad=requires_grad)
+
+
+def ones_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    dt, dev = _like(input, dtype, device)
+    return ones(input.shape, dtype=dt, device=dev, requires_grad=requires_grad)
+
+
+def empty_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    dt, dev = _like(input, dtype, device)
+    return empty(input.shape, dtype=dt, device=dev, requires_grad=requires_grad)
+
+
+def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False,
+              memory_format=None):
+    dt, dev = _like(input, dtype, device)
+    return full(input.shape, fill_value, dtype=dt, device=dev, requires_grad=requires_grad)
+
+
+def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
+    dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
+    return _finish(np.eye(n, m if m is not None else n, dtype=dt.np), None, device, requires_grad)
+
+
+def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
+    if end is None:
+        start, end = 0, start
+    vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
+    if step == 0:
+        raise RuntimeError("arange: step must be nonzero")
+    if dtype is None:
+        dtype = dtypes.result_type(*vals)
+    dt = dtypes.as_dtype(dtype)
+    return _finish(np.arange(*vals, dtype=np.float64 if dt.is_floating_point else np.int64),
+                   dt, device, requires_grad)
+
+
+def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
+    dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
+    return _finish(np.linspace(start, end, steps), dt, device, requires_grad)
+
+
+def _gen(generator):
+    return (generator or default_generator).rng
+
+
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
+    return _finish(_gen(generator).random(_size(size)), dt, device, requires_grad)
+
+
+def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
+    return _finish(_gen(generator).standard_normal(_size(size)), dt, device, requires_grad)
+
+
+def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=None,
+            requires_grad=False):
+    if high is None:
+        low, high = 0, low
+    if size is None:
+        raise TypeError("randint() missing required argument 'size'")
+    return _finish(_gen(generator).integers(low, high, _size((size,))), dtype or dtypes.int64,
+                   device, requires_grad)
+
+
+def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
+    return _finish(_gen(generator).permutation(n), dtype or dtypes.int64, device, requires_grad)
+
+
+def rand_like(input, *, dtype=None, device=None, requires_grad=False):
+    dt, dev = _like(input, dtype, device)
+    return rand(input.shape, dtype=dt, device=dev, requires_grad=requires_grad)
+
+
+def randn_like(input, *, dtype=None, device=None, requires_grad=False):
+    dt, dev = _like(input, dtype, device)
+    return randn(input.shape, dtype=dt, device=dev, requires_grad=requires_grad)
+
+
+def randint_like(input, low=0, high=None, *, dtype=None, device=None, requires_grad=False):
+    dt, dev = _like(input, dtype, device)
+    return randint(low, high, input.shape, dtype=dt, device=dev, requires_grad=requires_grad)

@@ -1,0 +1,134 @@
+"""Composite ops: written once over primitives, so they need no derivative of their own.
+
+They work on eager tensors and, unchanged, on traced values.
+"""
+import math
+
+from .. import dtypes
+from .core import op_error
+from .elementwise import (
+    add, erf, exp, isinf, log, mul, pow, sigmoid, sqrt, sub, tanh, where,
+)
+from .reduce_ops import amax, sum
+from .rules import norm_dims
+from .shape_ops import squeeze
+
+
+def _reduced_count(input, dim):
+    dims = norm_dims(dim, input.ndim)
+    return math.prod(input.shape[d] for d in dims)
+
+
+def mean(input, dim=None, keepdim=False, *, dtype=None):
+    if dtype is not None:
+        input = input.to(dtype)
+    if not input.dtype.is_floating_point:
+        raise op_error("mean", f"mean(): could not infer output dtype. Input dtype must be either "
+                               f"a floating point or complex dtype. Got: "
+                               f"{input.dtype.name.capitalize()}")
+    return sum(input, dim, keepdim) / _reduced_count(input, dim)
+
+
+def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """Variance; ``correction`` (or ``unbiased``) defaults to Bessel's 1."""
+    if correction is None:
+        correction = 1 if unbiased is None or unbiased else 0
+    if not input.dtype.is_floating_point:
+        raise op_error("var", "std and var only support floating point and complex dtypes")
+    n = _reduced_count(input, dim)
+    centered = input - mean(input, dim, keepdim=True)
+    return sum(centered * centered, dim, keepdim) / max(n - correction, 0)
+
+
+def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return sqrt(var(input, dim, unbiased, keepdim, correction=correction))
+
+
+def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return var(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
+
+
+def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return std(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
+
+
+def logsumexp(input, dim, keepdim=False):
+    """log(sum(exp(x))) without overflow; the shift is constant, so it is detached."""
+    if not input.dtype.is_floating_point:
+        input = input.to(dtypes.get_default_dtype())
+    m = amax(input, dim, keepdim=True).detach()
+    m = where(isinf(m), 0.0, m)
+    out = log(sum(exp(input - m), dim, keepdim=True)) + m
+    return out if keepdim else squeeze(out, norm_dims(dim, input.ndim))
+
+
+def softmax(input, dim=None, dtype=None, *, _stacklevel=None):
+    if dtype is not None:
+        input = input.to(dtype)
+    if dim is None:
+        dim = 0 if input.ndim in (0, 1, 3) else 1
+    e = exp(input - amax(input, dim, keepdim=True).detach())
+    return e / sum(e, dim, keepdim=True)
+
+
+def log_softmax(input, dim=None, dtype=None, *, _stacklevel=None):
+    if dtype is not None:
+        input = input.to(dtype)
+    if dim is None:
+        dim = 0 if input.ndim in (0, 1, 3) else 1
+    return input - logsumexp(input, dim, keepdim=True)
+
+
+def gelu(input, approximate="none"):
+    """x * Phi(x); ``approximate='tanh'`` uses the tanh formula."""
+    if approximate == "tanh":
+        inner = (input + input * input * input * 0.044715) * math.sqrt(2.0 / math.pi)
+        return input * 0.5 * (tanh(inner) + 1)
+    if approximate != "none":
+        raise op_error("gelu", f"approximate argument must be either none or tanh (got "
+                               f"{approximate!r})")
+    return input * 0.5 * (erf(input * (1 / math.sqrt(2.0))) + 1)
+
+
+def silu(input):
+    return input * sigmoid(input)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    from .elementwise import log1p
+    scaled = input * beta
+    return where(scaled > threshold, input, log1p(exp(scaled)) / beta)
+
+
+def square(input):
+    return mul(input, input)
+
+
+def rsub(input, other, alpha=1):
+    return sub(other, mul(input, alpha) if alpha != 1 else input)
+
+
+def true_divide(input, other):
+    from .elementwise import div
+    return div(input, other)
+
+
+def addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    from .linalg import mm
+    prod = mm(mat1, mat2)
+    return add(mul(input, beta) if beta != 1 else input, mul(prod, alpha) if alpha != 1 else prod)
+
+
+def lerp(input, end, weight):
+    return input + (end - input) * weight
+
+
+def norm(input, p="fro", dim=None, keepdim=False):
+    from .elementwise import abs
+    if p in ("fro", 2):
+        return sqrt(sum(input * input, dim, keepdim))
+    if p == 1:
+        return sum(abs(input), dim, keepdim)
+    if p == math.inf:
+        return amax(abs(input), dim if dim is not None else (), keepdim)
+    return pow(sum(pow(abs(input), p), dim, keepdim), 1.0 / p)

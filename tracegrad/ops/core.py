@@ -1,0 +1,375 @@
+"""The primitive table's machinery: ``Primitive``, ``bind``, in-place ops, views.
+
+A primitive is declared once, in one block, with everything both faces need:
+
+    mul = Primitive("mul", args=("self", "other"),
+        impl=lambda xp, a, b: xp.multiply(a, b),
+        dtype=promote, shape=broadcast,
+        vjp=(lambda g, a, b, out: g * b,      # d/d self
+             lambda g, a, b, out: g * a),     # d/d other
+        saves=("self", "other"), np="np.multiply({0}, {1})", cuda="({0} * {1})")
+
+``bind(prim, *args, **params)`` runs it eagerly: the implementation on the
+arrays, the dtype rule for PyTorch's result type, and, when grad mode is on
+and an input requires grad, a backward node whose ``apply`` calls the VJP
+rules with tracegrad tensors (so the same rules build a create_graph graph).
+Broadcasting is undone once, here, by ``sum_to_shape``; rules never do it.
+"""
+import linecache
+import os
+import sys
+
+import numpy as np
+
+from .. import dtypes
+from ..autograd import grad_mode
+from ..autograd.graph import FREED_ERROR, Node, SavedTensor, grad_accumulator
+from ..tensor import Tensor
+
+_gm = grad_mode._state
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PRIMITIVES = {}
+
+
+class Aval:
+    """An abstract value: what the shape/dtype rules and the IR know of a tensor."""
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = tuple(shape), dtype
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    def __repr__(self):
+        return f"Aval({self.shape}, {self.dtype})"
+
+    def __eq__(self, other):
+        return isinstance(other, Aval) and (self.shape, self.dtype) == (other.shape, other.dtype)
+
+    def __hash__(self):
+        return hash((self.shape, self.dtype))
+
+
+class Primitive:
+    """One entry of the primitive table (see the module docstring)."""
+
+    def __init__(self, name, impl, *, dtype, shape, args=("self",), vjp=None, saves=(),
+                 node=None, np=None, cuda=None, view=False, inplace=None, kind="other"):
+        self.name = name
+        self.impl = impl
+        self.dtype = dtype              # dtype(*operands, **params) -> dtype
+        self.shape = shape              # shape(*shapes, **params) -> tuple
+        self.args = args
+        self.vjp = vjp                  # one rule per arg, or None: not differentiable
+        self.saves = saves              # names from args, and "result" for the output
+        self._save_idx = tuple(args.index(s) for s in saves if s != "result" and s[0] != "*")
+        rest = [args.index(s) for s in saves if s[0] == "*"]
+        self._save_rest = rest[0] if rest else None   # a variadic tail that is saved whole
+        self.saves_result = "result" in saves
+        self.np_template = np           # elementwise: NumPy expression over {0}, {1}, ...
+        self.cuda_template = cuda       # elementwise: CUDA C expression over {0}, {1}, ...
+        self.view = view                # output may share storage with args[0]
+        self.inplace_impl = inplace     # impl writing into args[0], for no-grad in-place ops
+        self.kind = kind                # "elementwise", "reduction", "shape", "other"
+        cls_name = node or "".join(p.capitalize() for p in name.split("_")) + "Backward0"
+        self.node_cls = type(cls_name, (PrimNode,), {"__slots__": ()}) if vjp else None
+        PRIMITIVES[name] = self
+
+    def shape_dtype(self, *avals, **params):
+        """The output aval of this primitive over input avals (or Python scalars)."""
+        shapes = [getattr(a, "shape", ()) for a in avals]
+        return Aval(self.shape(*shapes, **params), self.dtype(*avals, **params))
+
+    def __repr__(self):
+        return f"<primitive {self.name}>"
+
+
+class PrimNode(Node):
+    """The backward node of one primitive application."""
+    __slots__ = ("prim", "params", "saved", "in_meta")
+
+    def apply(self, grads):
+        saved = self.saved
+        if saved is None:
+            raise RuntimeError(FREED_ERROR)
+        g = grads[0]
+        prim = self.prim
+        ins = [s.unpack(self) if type(s) is SavedTensor else s if s is not None else m
+               for s, m in zip(saved, self.in_meta)]
+        out = saved[-1].unpack(self) if saved[-1] is not None else None
+        nexts = self.next_functions
+        if callable(prim.vjp):   # one rule for all inputs (variadic primitives)
+            raw = prim.vjp(g, *ins, out=out, **self.params)
+        else:
+            raw = [None if fn is None or rule is None else rule(g, *ins, out=out, **self.params)
+                   for rule, (fn, _) in zip(prim.vjp, nexts)]
+        res = []
+        for r, (fn, _), meta in zip(raw, nexts, self.in_meta):
+            if r is None or fn is None:
+                res.append(None)
+                continue
+            if r._data.shape != meta.shape:
+                r = sum_to_shape(r, meta.shape)
+            if r._data.dtype != meta.dtype.np:
+                r = to_copy(r, dtype=meta.dtype)
+            res.append(r)
+        return res
+
+    def release(self):
+        self.saved = None
+
+    def __getattr__(self, name):
+        if name.startswith("_saved_"):
+            key = name[7:]
+            if self.saved is None:
+                raise RuntimeError(FREED_ERROR)
+            if key == "result" and self.prim.saves_result:
+                return self.saved[-1].unpack(self)
+            if key in self.prim.args and key in self.prim.saves:
+                s = self.saved[self.prim.args.index(key)]
+                return s.unpack(self) if type(s) is SavedTensor else s
+            if key in self.params:
+                return self.params[key]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+
+# errors -----------------------------------------------------------------------
+
+def user_site():
+    """``file:line: source`` of the innermost frame outside tracegrad, or ''."""
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename.startswith(_PKG_DIR):
+        f = f.f_back
+    if f is None:
+        return ""
+    src = linecache.getline(f.f_code.co_filename, f.f_lineno).strip()
+    return f"{f.f_code.co_filename}:{f.f_lineno}" + (f": {src}" if src else "")
+
+
+def op_error(op, message, exc_type=RuntimeError):
+    """An error that names the op and the user's source line."""
+    site = user_site()
+    return exc_type(f"{op}: {message}" + (f"\n  (at {site})" if site else ""))
+
+
+def _explain_failure(prim, args, params, exc):
+    """Turn a failure inside an implementation into an error naming the op."""
+    if isinstance(exc, (TypeError, IndexError)) and str(exc).startswith(prim.name + ":"):
+        return exc
+    try:
+        prim.shape_dtype(*args, **params)       # the rules raise PyTorch's wording
+    except (RuntimeError, IndexError, TypeError, ValueError) as rule_exc:
+        msg = str(rule_exc)
+        return op_error(prim.name, msg, type(rule_exc) if not isinstance(rule_exc, ValueError)
+                        else RuntimeError)
+    etype = exc if isinstance(exc, type) else type(exc)
+    etype = etype if etype in (IndexError, TypeError) else RuntimeError
+    return op_error(prim.name, str(exc), etype)
+
+
+# eager application ----------------------------------------------------------------
+
+def _xp(arrays):
+    for a in arrays:
+        if a is not None and not isinstance(a, (np.ndarray, int, float, bool, np.generic)) \
+                and hasattr(a, "device"):
+            from ..device import cupy
+            return cupy()
+    return np
+
+
+def bind(prim, *args, **params):
+    """Apply ``prim`` eagerly to tensors (and Python scalars), recording autograd."""
+    arrays = [a._data if isinstance(a, Tensor) else a for a in args]
+    xp = np
+    for a in arrays:
+        if type(a) is not np.ndarray and hasattr(a, "__cuda_array_interface__"):
+            xp = _xp(arrays)
+            break
+    try:
+        dt = prim.dtype(*args, **params)
+        out = prim.impl(xp, *arrays, **params)
+    except Exception as exc:   # noqa: BLE001 - re-raised with the op's name
+        raise _explain_failure(prim, args, params, exc) from None
+    if type(out) is not np.ndarray and xp is np:
+        out = np.asarray(out)
+    if out.dtype != dt.np:
+        out = out.astype(dt.np)
+    t = Tensor._make(out)
+    record = volatile = False
+    for a in args:
+        if isinstance(a, Tensor):
+            record |= a._requires_grad
+            volatile |= a._volatile
+    if volatile:      # a deprecated volatile Variable among the inputs: no history downstream
+        t._volatile = True
+    elif record and _gm.grad_enabled and prim.vjp is not None and dt.is_floating_point:
+        _record(prim, t, args, params)
+    if prim.view:
+        src = args[0]
+        if xp.may_share_memory(out, src._data):
+            t._vc = src._vc
+            t._base = src._base if src._base is not None else src
+            t._view_steps = (src._view_steps or ()) + ((prim, params),)
+            t._view_version = src._vc.value
+    return t
+
+
+def _record(prim, out, args, params):
+    next_functions = []
+    in_meta = []
+    saved = [None] * (len(args) + 1)
+    for i, a in enumerate(args):
+        if isinstance(a, Tensor):
+            next_functions.append(a._grad_edge())
+            in_meta.append(Aval(a._data.shape, dtypes.from_numpy(a._data.dtype)))
+        else:
+            next_functions.append((None, 0))
+            in_meta.append(None)
+            saved[i] = a
+    save = prim._save_idx
+    if prim._save_rest is not None:
+        save = save + tuple(range(prim._save_rest, len(args)))
+    for i in save:
+        a = args[i]
+        if isinstance(a, Tensor):
+            saved[i] = SavedTensor(a)
+    node = prim.node_cls(tuple(next_functions), ((out._data.shape, out._data.dtype, None),))
+    node.prim, node.params, node.in_meta = prim, params, in_meta
+    out._grad_fn = node
+    out._requires_grad = True
+    if prim.saves_result:
+        saved[-1] = SavedTensor(out, is_output=True)
+    node.saved = saved
+
+
+def sum_to_shape(g, shape):
+    """Undo broadcasting: sum ``g`` down to ``shape`` (the adjoint of broadcast_to)."""
+    from . import reduce_ops, shape_ops
+    lead = g.ndim - len(shape)
+    dims = tuple(range(lead)) + tuple(
+        i + lead for i, s in enumerate(shape) if s == 1 and g.shape[i + lead] != 1)
+    if dims:
+        g = reduce_ops.sum(g, dims, keepdim=True)
+    if lead:
+        g = shape_ops.reshape(g, shape)
+    return g
+
+
+def to_copy(t, dtype=None, device=None, copy=False):
+    from .elementwise import convert
+    return convert(t, dtype=dtype, device=device, copy=copy)
+
+
+# in-place ops and views ----------------------------------------------------------
+
+def check_inplace(target, name):
+    if _gm.grad_enabled and target._requires_grad:
+        if target._grad_fn is None and target._base is None:
+            raise op_error(name, "a leaf Variable that requires grad is being used in an in-place "
+                                 "operation.")
+        if target._base is not None and target._base._requires_grad \
+                and target._base._grad_fn is None:
+            raise op_error(name, "a view of a leaf Variable that requires grad is being used in an "
+                                 "in-place operation.")
+    if target._is_inference and not _gm.inference:
+        raise op_error(name, "Inplace update to inference tensor outside InferenceMode is not "
+                             "allowed. You can make a clone to get a normal tensor before doing "
+                             "inplace update.")
+
+
+def inplace(prim, name, target, *others, **params):
+    """Run ``prim(target, *others)`` and write the result into ``target``.
+
+    The autograd history is rewritten as PyTorch does: ``target`` gets the op's
+    node (with its old value as input), and when ``target`` is a view its base
+    gets a node that scatters the new view value into the old base.
+    """
+    check_inplace(target, name)
+    recording = _gm.grad_enabled and prim.vjp is not None and (
+        target._requires_grad or any(isinstance(o, Tensor) and o._requires_grad for o in others)
+        or (target._base is not None and target._base._requires_grad))
+    dt = target.dtype
+    try:
+        res_dt = prim.dtype(target, *others, **params)
+    except (RuntimeError, TypeError) as e:
+        raise op_error(name, str(e)) from None
+    if res_dt.is_floating_point and not dt.is_floating_point or (
+            res_dt is not dtypes.bool and dt is dtypes.bool):
+        raise op_error(name, f"result type {res_dt.name.capitalize()} can't be cast to the desired "
+                             f"output type {dt.name.capitalize()}")
+    if not recording and prim.inplace_impl is not None:
+        arrays = [o._data if isinstance(o, Tensor) else o for o in others]
+        try:
+            shape = prim.shape(target.shape, *[getattr(o, "shape", ()) for o in others], **params)
+            if tuple(shape) != target.shape:
+                raise RuntimeError(f"output with shape {list(target.shape)} doesn't match the "
+                                   f"broadcast shape {list(shape)}")
+            prim.inplace_impl(np if type(target._data) is np.ndarray else _xp([target._data]),
+                              target._data, *arrays, **params)
+        except Exception as exc:  # noqa: BLE001
+            raise _explain_failure(prim, (target,) + others, params, exc) from None
+        target._vc.value += 1
+        if target._base is not None:
+            target._view_version = target._vc.value
+        return target
+    old_data = target._data
+    if recording and 0 in prim._save_idx:
+        old_data = old_data.copy()    # the node saves the value from before the write
+    old = Tensor._make(old_data, grad_fn=target.grad_fn, requires_grad=target._requires_grad)
+    old._output_nr = target._output_nr
+    if not recording:
+        with grad_mode.no_grad():
+            new = bind(prim, old, *others, **params)
+    else:
+        new = bind(prim, old, *others, **params)
+    if new.shape != target.shape:
+        raise op_error(name, f"output with shape {list(target.shape)} doesn't match the broadcast "
+                             f"shape {list(new.shape)}")
+    try:
+        target._data[...] = new._data
+    except ValueError as exc:
+        raise op_error(name, str(exc)) from None
+    target._vc.value += 1
+    if new._grad_fn is not None:
+        if target._base is None:
+            target._grad_fn, target._output_nr, target._requires_grad = new._grad_fn, 0, True
+        else:
+            _rebase_view(target, new)
+    if target._base is not None:
+        target._view_version = target._vc.value
+    return target
+
+
+def _rebase_view(view, new_value):
+    """After an in-place write through ``view``, give its base a CopySlices history."""
+    from .index_ops import view_scatter
+    base = view._base
+    old_base = Tensor._make(base._data, grad_fn=base.grad_fn, requires_grad=base._requires_grad)
+    old_base._output_nr = base._output_nr
+    new_base = view_scatter(old_base, new_value, view._view_steps)
+    base._grad_fn, base._output_nr, base._requires_grad = new_base._grad_fn, 0, True
+    view._grad_fn = apply_view_steps(base, view._view_steps)._grad_fn
+    view._output_nr = 0
+    view._requires_grad = True
+
+
+def apply_view_steps(x, steps):
+    for prim, params in steps:
+        x = bind(prim, x, **params)
+    return x
+
+
+def refresh_view(view):
+    """A view whose base was written in place takes its history from the base anew."""
+    base = view._base
+    view._view_version = view._vc.value
+    if base._requires_grad and _gm.grad_enabled:
+        fresh = apply_view_steps(base, view._view_steps)
+        view._grad_fn, view._output_nr, view._requires_grad = fresh._grad_fn, 0, True
+
+
+__all__ = ["Primitive", "Aval", "bind", "inplace", "sum_to_shape", "op_error", "PRIMITIVES",
+           "grad_accumulator"]

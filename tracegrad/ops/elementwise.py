@@ -1,0 +1,436 @@
+"""Elementwise primitives: one block each, with VJP and NumPy/CUDA templates.
+
+Rules follow PyTorch at non-differentiable points: relu'(0) = 0, abs'(0) = 0,
+sqrt'(0) = inf, clamp passes the gradient on its bounds, maximum/minimum split
+the gradient evenly on ties.
+"""
+import math
+
+import numpy as np
+
+from .. import dtypes
+from ..device import as_device, to_device
+from .core import Primitive, bind, op_error
+from .rules import broadcast, float_promote, promote, same_shape, to_bool
+
+_SQRT_PI_2 = 2.0 / math.sqrt(math.pi)
+
+
+def unary_float(name, impl, vjp, np_t, cuda_t, saves=("self",), node=None):
+    """An elementwise math primitive: ints and bools compute in the default float dtype."""
+    return Primitive(name, impl, dtype=float_promote, shape=same_shape, vjp=(vjp,), saves=saves,
+                     np=np_t, cuda=cuda_t, kind="elementwise", node=node)
+
+
+exp_p = unary_float("exp", lambda xp, x: xp.exp(x),
+                    lambda g, x, out: g * out, "np.exp({0})", "exp({0})", saves=("result",))
+log_p = unary_float("log", lambda xp, x: xp.log(x),
+                    lambda g, x, out: g / x, "np.log({0})", "log({0})")
+log1p_p = unary_float("log1p", lambda xp, x: xp.log1p(x),
+                      lambda g, x, out: g / (x + 1), "np.log1p({0})", "log1p({0})")
+expm1_p = unary_float("expm1", lambda xp, x: xp.expm1(x),
+                      lambda g, x, out: g * (out + 1), "np.expm1({0})", "expm1({0})",
+                      saves=("result",))
+sqrt_p = unary_float("sqrt", lambda xp, x: xp.sqrt(x),
+                     lambda g, x, out: g / (out * 2), "np.sqrt({0})", "sqrt({0})",
+                     saves=("result",))
+rsqrt_p = unary_float("rsqrt", lambda xp, x: 1 / xp.sqrt(x),
+                      lambda g, x, out: g * (out * out * out) * -0.5, "1 / np.sqrt({0})",
+                      "rsqrt({0})", saves=("result",))
+sin_p = unary_float("sin", lambda xp, x: xp.sin(x),
+                    lambda g, x, out: g * cos(x), "np.sin({0})", "sin({0})")
+cos_p = unary_float("cos", lambda xp, x: xp.cos(x),
+                    lambda g, x, out: g * -sin(x), "np.cos({0})", "cos({0})")
+tanh_p = unary_float("tanh", lambda xp, x: xp.tanh(x),
+                     lambda g, x, out: g * (1 - out * out), "np.tanh({0})", "tanh({0})",
+                     saves=("result",))
+sigmoid_p = unary_float(
+    "sigmoid", lambda xp, x: _sigmoid(xp, x),
+    lambda g, x, out: g * out * (1 - out),
+    "np.exp(-np.logaddexp(0, -{0}))", "(1 / (1 + exp(-{0})))", saves=("result",))
+erf_p = unary_float("erf", lambda xp, x: _erf(xp, x),
+                    lambda g, x, out: g * exp(-(x * x)) * _SQRT_PI_2, "_erf(np, {0})", "erf({0})")
+
+
+def _sigmoid(xp, x):
+    if x.dtype.kind != "f":
+        x = x.astype(dtypes.get_default_dtype().np)
+    return xp.exp(-xp.logaddexp(x.dtype.type(0), -x))
+
+
+_erf_scalar = np.frompyfunc(math.erf, 1, 1)
+
+
+def _erf(xp, x):
+    """erf to full double precision (NumPy has none; CuPy has one in cupyx)."""
+    if xp is not np:
+        from cupyx.scipy.special import erf as cupy_erf
+        return cupy_erf(x)
+    dt = x.dtype if x.dtype.kind == "f" else dtypes.get_default_dtype().np
+    return np.asarray(_erf_scalar(x), dtype=np.float64).astype(dt, copy=False)
+
+
+neg_p = Primitive("neg", lambda xp, x: xp.negative(x), dtype=promote, shape=same_shape,
+                  vjp=(lambda g, x, out: -g,), np="np.negative({0})", cuda="(-{0})",
+                  kind="elementwise", inplace=lambda xp, x: xp.negative(x, out=x))
+abs_p = Primitive("abs", lambda xp, x: xp.abs(x), dtype=promote, shape=same_shape,
+                  vjp=(lambda g, x, out: g * sign(x),), saves=("self",),
+                  np="np.abs({0})", cuda="fabs({0})", kind="elementwise")
+sign_p = Primitive("sign", lambda xp, x: xp.sign(x), dtype=promote, shape=same_shape,
+                   vjp=(lambda g, x, out: g * 0,), np="np.sign({0})",
+                   cuda="(({0} > 0) - ({0} < 0))", kind="elementwise")
+# relu is a primitive rather than where(x > 0, x, 0): one pass in eager, PyTorch's node name,
+# and the rule reads the saved result (relu'(0) = 0).
+relu_p = Primitive("relu", lambda xp, x: xp.maximum(x, x.dtype.type(0)), dtype=promote,
+                   shape=same_shape, vjp=(lambda g, x, out: where(out > 0, g, 0),),
+                   saves=("result",), np="np.maximum({0}, 0)", cuda="fmax({0}, 0)",
+                   kind="elementwise",
+                   inplace=lambda xp, x: xp.maximum(x, x.dtype.type(0), out=x))
+
+
+
+def rounding(name, impl, np_t, cuda_t):
+    """Rounding ops: zero gradient almost everywhere, as in PyTorch."""
+    return Primitive(name, impl, dtype=promote, shape=same_shape,
+                     vjp=(lambda g, x, out, **_: g * 0,), np=np_t, cuda=cuda_t, kind="elementwise")
+
+
+floor_p = rounding("floor", lambda xp, x: xp.floor(x), "np.floor({0})", "floor({0})")
+ceil_p = rounding("ceil", lambda xp, x: xp.ceil(x), "np.ceil({0})", "ceil({0})")
+trunc_p = rounding("trunc", lambda xp, x: xp.trunc(x), "np.trunc({0})", "trunc({0})")
+round_p = rounding("round", lambda xp, x, decimals: xp.round(x, decimals),
+                   "np.round({0}, {decimals})", "rint({0})")
+
+# binary -----------------------------------------------------------------------
+
+
+def binary(name, impl, vjp, np_t, cuda_t, saves=(), dtype=promote, node=None, inplace=None):
+    return Primitive(name, impl, args=("self", "other"), dtype=dtype, shape=broadcast, vjp=vjp,
+                     saves=saves, np=np_t, cuda=cuda_t, kind="elementwise", node=node,
+                     inplace=inplace)
+
+
+add_p = binary("add", lambda xp, a, b: xp.add(a, b),
+               (lambda g, a, b, out: g, lambda g, a, b, out: g), "{0} + {1}", "({0} + {1})",
+               inplace=lambda xp, a, b: xp.add(a, b, out=a))
+sub_p = binary("sub", lambda xp, a, b: xp.subtract(a, b),
+               (lambda g, a, b, out: g, lambda g, a, b, out: -g), "{0} - {1}", "({0} - {1})",
+               inplace=lambda xp, a, b: xp.subtract(a, b, out=a))
+mul_p = binary("mul", lambda xp, a, b: xp.multiply(a, b),
+               (lambda g, a, b, out: g * b, lambda g, a, b, out: g * a), "{0} * {1}",
+               "({0} * {1})", saves=("self", "other"),
+               inplace=lambda xp, a, b: xp.multiply(a, b, out=a))
+div_p = binary("div", lambda xp, a, b: xp.true_divide(a, b),
+               (lambda g, a, b, out: g / b, lambda g, a, b, out: -g * a / (b * b)),
+               "{0} / {1}", "({0} / {1})", saves=("self", "other"), dtype=float_promote,
+               inplace=lambda xp, a, b: xp.true_divide(a, b, out=a))
+maximum_p = binary("maximum", lambda xp, a, b: xp.maximum(a, b),
+                   (lambda g, a, b, out: g * _tie_weight(a, b),
+                    lambda g, a, b, out: g * _tie_weight(b, a)),
+                   "np.maximum({0}, {1})", "fmax({0}, {1})", saves=("self", "other"))
+minimum_p = binary("minimum", lambda xp, a, b: xp.minimum(a, b),
+                   (lambda g, a, b, out: g * _tie_weight(b, a),
+                    lambda g, a, b, out: g * _tie_weight(a, b)),
+                   "np.minimum({0}, {1})", "fmin({0}, {1})", saves=("self", "other"))
+
+
+def _tie_weight(a, b):
+    """1 where a > b, 1/2 where a == b, 0 elsewhere: the gradient share of ``a`` in max(a, b)."""
+    return where(a > b, 1.0, where(eq(a, b), 0.5, 0.0))
+
+
+def _pow_scalar_grad(g, x, exponent):
+    if exponent == 0:
+        return g * 0
+    return g * (x ** (exponent - 1) * exponent)
+
+
+pow_scalar_p = Primitive(
+    "pow_scalar", lambda xp, x, exponent: _pow_impl(xp, x, exponent), args=("self",),
+    dtype=lambda x, exponent: promote(x, exponent), shape=same_shape,
+    vjp=(lambda g, x, out, exponent: _pow_scalar_grad(g, x, exponent),), saves=("self",),
+    node="PowBackward0", np="{0} ** {exponent}", cuda="pow({0}, {exponent})", kind="elementwise")
+
+
+def _pow_impl(xp, x, y):
+    if isinstance(y, (int, float)) and not isinstance(y, bool) and getattr(x, "dtype", None) is not None:
+        if y == 2:
+            return x * x
+        if y == 3:
+            return x * x * x
+        if y == 0.5 and x.dtype.kind == "f":
+            return xp.sqrt(x)
+    return xp.power(x, y)
+
+
+pow_p = binary(
+    "pow", lambda xp, a, b: _pow_impl(xp, a, b),
+    (lambda g, a, b, out: where(eq(b, 0), 0.0, g * b * a ** (b - 1)),
+     lambda g, a, b, out: where(logical_and(eq(a, 0), b >= 0), 0.0, g * out * log(a))),
+    "np.power({0}, {1})", "pow({0}, {1})", saves=("self", "other", "result"), node="PowBackward1")
+
+# comparisons and logic (no gradient) ------------------------------------------------
+
+
+def compare(name, impl, np_t, cuda_t):
+    return binary(name, impl, None, np_t, cuda_t, dtype=to_bool)
+
+
+eq_p = compare("eq", lambda xp, a, b: xp.equal(a, b), "{0} == {1}", "({0} == {1})")
+ne_p = compare("ne", lambda xp, a, b: xp.not_equal(a, b), "{0} != {1}", "({0} != {1})")
+lt_p = compare("lt", lambda xp, a, b: xp.less(a, b), "{0} < {1}", "({0} < {1})")
+le_p = compare("le", lambda xp, a, b: xp.less_equal(a, b), "{0} <= {1}", "({0} <= {1})")
+gt_p = compare("gt", lambda xp, a, b: xp.greater(a, b), "{0} > {1}", "({0} > {1})")
+ge_p = compare("ge", lambda xp, a, b: xp.greater_equal(a, b), "{0} >= {1}", "({0} >= {1})")
+
+
+def _int_or_bool(*operands, **_):
+    d = promote(*operands)
+    if d.is_floating_point:
+        raise RuntimeError(f"bitwise ops are not implemented for '{d.name}' tensors")
+    return d
+
+
+and_p = binary("bitwise_and", lambda xp, a, b: xp.bitwise_and(a, b), None, "{0} & {1}",
+               "({0} & {1})", dtype=_int_or_bool)
+or_p = binary("bitwise_or", lambda xp, a, b: xp.bitwise_or(a, b), None, "{0} | {1}",
+              "({0} | {1})", dtype=_int_or_bool)
+xor_p = binary("bitwise_xor", lambda xp, a, b: xp.bitwise_xor(a, b), None, "{0} ^ {1}",
+               "({0} ^ {1})", dtype=_int_or_bool)
+not_p = Primitive("bitwise_not", lambda xp, x: xp.invert(x), dtype=_int_or_bool,
+                  shape=same_shape, np="np.invert({0})", cuda="(~{0})", kind="elementwise")
+logical_not_p = Primitive("logical_not", lambda xp, x: xp.logical_not(x), dtype=to_bool,
+                          shape=same_shape, np="np.logical_not({0})", cuda="(!{0})",
+                          kind="elementwise")
+isnan_p = Primitive("isnan", lambda xp, x: xp.isnan(x), dtype=to_bool, shape=same_shape,
+                    np="np.isnan({0})", cuda="isnan({0})", kind="elementwise")
+isinf_p = Primitive("isinf", lambda xp, x: xp.isinf(x), dtype=to_bool, shape=same_shape,
+                    np="np.isinf({0})", cuda="isinf({0})", kind="elementwise")
+
+
+def _where_dtype(cond, a, b):
+    if getattr(cond, "dtype", dtypes.bool) is not dtypes.bool:
+        raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor "
+                           f"with dtype {cond.dtype.name.capitalize()}")
+    return promote(a, b)
+
+
+where_p = Primitive(
+    "where", lambda xp, c, a, b: xp.where(c, a, b), args=("condition", "self", "other"),
+    dtype=_where_dtype, shape=broadcast,
+    vjp=(None, lambda g, c, a, b, out: where(c, g, 0.0),
+         lambda g, c, a, b, out: where(c, 0.0, g)),
+    saves=("condition",), np="np.where({0}, {1}, {2})", cuda="({0} ? {1} : {2})",
+    kind="elementwise")
+
+
+def _clamp_impl(xp, x, min, max):
+    if min is not None and max is not None:
+        return xp.clip(x, min, max)
+    return xp.maximum(x, min) if min is not None else xp.minimum(x, max)
+
+
+def _clamp_grad(g, x, min, max):
+    keep = None
+    if min is not None:
+        keep = x >= min
+    if max is not None:
+        keep = x <= max if keep is None else logical_and(keep, x <= max)
+    return where(keep, g, 0.0)
+
+
+clamp_p = Primitive(
+    "clamp", _clamp_impl, dtype=lambda x, min, max: promote(x, *(v for v in (min, max)
+                                                                if v is not None)),
+    shape=same_shape, vjp=(lambda g, x, out, min, max: _clamp_grad(g, x, min, max),),
+    saves=("self",), np="np.clip({0}, {min}, {max})", cuda="fmin(fmax({0}, {min}), {max})",
+    kind="elementwise",
+    inplace=lambda xp, x, min, max: xp.clip(x, min, max, out=x))
+
+
+def _convert_impl(xp, x, dtype, device, src_device):
+    if device is not None and device != src_device:
+        x = to_device(x, device)
+    if dtype is not None and x.dtype != dtype.np:
+        x = x.astype(dtype.np)
+    return x
+
+
+convert_p = Primitive(
+    "convert", lambda xp, x, dtype, device, src_device: _convert_impl(xp, x, dtype, device,
+                                                                      src_device),
+    dtype=lambda x, dtype, device, src_device: dtype or x.dtype, shape=same_shape,
+    vjp=(lambda g, x, out, dtype, device, src_device:
+         convert(g, device=src_device) if device is not None and device != src_device else g,),
+    node="ToCopyBackward0", np="{0}.astype({dtype})", cuda="(({dtype}){0})", kind="elementwise")
+
+clone_p = Primitive("clone", lambda xp, x: x.copy(), dtype=promote, shape=same_shape,
+                    vjp=(lambda g, x, out: g,), np="{0}.copy()", cuda="{0}", kind="elementwise")
+
+
+# public functions --------------------------------------------------------------------
+
+def _unary(prim, doc):
+    def fn(input):
+        return bind(prim, input)
+    fn.__name__ = fn.__qualname__ = prim.name
+    fn.__doc__ = doc
+    return fn
+
+
+exp = _unary(exp_p, "e to the power of each element.")
+log = _unary(log_p, "Natural logarithm (log'(x) = 1/x).")
+log1p = _unary(log1p_p, "log(1 + x), accurate for small x.")
+expm1 = _unary(expm1_p, "exp(x) - 1, accurate for small x.")
+sqrt = _unary(sqrt_p, "Square root; sqrt'(0) = inf as in PyTorch.")
+rsqrt = _unary(rsqrt_p, "1 / sqrt(x).")
+sin = _unary(sin_p, "Sine.")
+cos = _unary(cos_p, "Cosine.")
+tanh = _unary(tanh_p, "Hyperbolic tangent.")
+sigmoid = _unary(sigmoid_p, "Logistic sigmoid 1 / (1 + exp(-x)), computed without overflow.")
+erf = _unary(erf_p, "The error function.")
+neg = _unary(neg_p, "-x.")
+abs = _unary(abs_p, "|x|; abs'(0) = 0.")  # noqa: A001
+sign = _unary(sign_p, "-1, 0 or 1 by the sign of x; its gradient is zero.")
+relu = _unary(relu_p, "max(x, 0); relu'(0) = 0.")
+logical_not = _unary(logical_not_p, "Elementwise not, as bool.")
+bitwise_not = _unary(not_p, "Bitwise not (logical not for bool).")
+isnan = _unary(isnan_p, "True where x is NaN.")
+isinf = _unary(isinf_p, "True where x is +-inf.")
+floor = _unary(floor_p, "Round down; zero gradient.")
+ceil = _unary(ceil_p, "Round up; zero gradient.")
+trunc = _unary(trunc_p, "Round toward zero; zero gradient.")
+negative = neg
+
+
+def round(input, decimals=0):  # noqa: A001
+    """Round half to even, as PyTorch does; zero gradient."""
+    return bind(round_p, input, decimals=decimals)
+absolute = abs
+
+
+def add(input, other, *, alpha=1):
+    if alpha != 1:
+        other = mul(other, alpha)
+    return bind(add_p, input, other)
+
+
+def sub(input, other, *, alpha=1):
+    if alpha != 1:
+        other = mul(other, alpha)
+    return bind(sub_p, input, other)
+
+
+def mul(input, other):
+    return bind(mul_p, input, other)
+
+
+def div(input, other, *, rounding_mode=None):
+    if rounding_mode is None:
+        return bind(div_p, input, other)
+    q = bind(div_p, input, other)
+    q = floor(q) if rounding_mode == "floor" else trunc(q)
+    return q.to(promote(input, other))
+
+
+def pow(input, exponent):  # noqa: A001
+    from ..tensor import Tensor
+    if not isinstance(exponent, Tensor) and isinstance(input, Tensor):
+        return bind(pow_scalar_p, input, exponent=exponent)
+    return bind(pow_p, input, exponent)
+
+
+def maximum(input, other):
+    return bind(maximum_p, input, other)
+
+
+def minimum(input, other):
+    return bind(minimum_p, input, other)
+
+
+def eq(input, other):
+    return bind(eq_p, input, other)
+
+
+def ne(input, other):
+    return bind(ne_p, input, other)
+
+
+def lt(input, other):
+    return bind(lt_p, input, other)
+
+
+def le(input, other):
+    return bind(le_p, input, other)
+
+
+def gt(input, other):
+    return bind(gt_p, input, other)
+
+
+def ge(input, other):
+    return bind(ge_p, input, other)
+
+
+def bitwise_and(input, other):
+    return bind(and_p, input, other)
+
+
+def bitwise_or(input, other):
+    return bind(or_p, input, other)
+
+
+def bitwise_xor(input, other):
+    return bind(xor_p, input, other)
+
+
+def logical_and(input, other):
+    return bind(and_p, input.bool() if input.dtype is not dtypes.bool else input,
+                other.bool() if getattr(other, "dtype", dtypes.bool) is not dtypes.bool else other)
+
+
+def logical_or(input, other):
+    return bind(or_p, input.bool() if input.dtype is not dtypes.bool else input,
+                other.bool() if getattr(other, "dtype", dtypes.bool) is not dtypes.bool else other)
+
+
+def where(condition, input=None, other=None):
+    if input is None and other is None:
+        from .index_ops import nonzero
+        return nonzero(condition, as_tuple=True)
+    return bind(where_p, condition, input, other)
+
+
+def clamp(input, min=None, max=None):  # noqa: A002
+    from ..tensor import Tensor
+    if min is None and max is None:
+        raise op_error("clamp", "At least one of 'min' or 'max' must not be None")
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        out = input
+        if min is not None:
+            out = maximum(out, min)
+        if max is not None:
+            out = minimum(out, max)
+        return out
+    return bind(clamp_p, input, min=min, max=max)
+
+
+clip = clamp
+
+
+def convert(input, dtype=None, device=None, copy=False):
+    """The op behind ``Tensor.to``: a new dtype and/or device (differentiable)."""
+    if dtype is not None:
+        dtype = dtypes.as_dtype(dtype)
+    src = input.device
+    if device is not None:
+        device = as_device(device)
+        if device == src:
+            device = None
+    if (dtype is None or dtype is input.dtype) and device is None:
+        return clone(input) if copy else input
+    return bind(convert_p, input, dtype=dtype, device=device, src_device=src)
+
+
+def clone(input, *, memory_format=None):
+    return bind(clone_p, input)

@@ -1,0 +1,279 @@
+"""Indexing primitives: getitem, setitem, gather and their adjoints.
+
+An index key is split into a hashable ``spec`` and the index tensors, which
+are inputs of the primitive (they are data, not parameters). A spec entry is
+an int, None, Ellipsis, ``("s", start, stop, step)`` for a slice, or
+``("t", k)`` for the k-th index tensor.
+"""
+import numpy as np
+
+from .. import dtypes
+from .core import Primitive, apply_view_steps, bind, op_error
+from .rules import norm_dim
+
+
+def parse_key(key):
+    """``(spec, index_tensors)`` for a user's ``__getitem__`` key."""
+    from ..creation import tensor
+    from ..tensor import Tensor
+    if not isinstance(key, tuple):
+        key = (key,)
+    spec, tensors = [], []
+    for k in key:
+        if k is None or k is Ellipsis:
+            spec.append(k)
+        elif isinstance(k, slice):
+            parts = tuple(None if v is None else int(v) for v in (k.start, k.stop, k.step))
+            if parts[2] is not None and parts[2] <= 0:
+                raise op_error("getitem", "step must be greater than zero", ValueError)
+            spec.append(("s",) + parts)
+        elif isinstance(k, (bool, np.bool_)):
+            tensors.append(tensor(bool(k)))
+            spec.append(("t", len(tensors) - 1))
+        elif isinstance(k, (int, np.integer)):
+            spec.append(int(k))
+        elif isinstance(k, Tensor):
+            if k.ndim == 0 and k.dtype is not dtypes.bool and k.dtype.is_signed is not False \
+                    and not k.dtype.is_floating_point:
+                spec.append(int(k.item()))
+            else:
+                if k.dtype.is_floating_point:
+                    raise op_error("getitem", "tensors used as indices must be long, int, byte or "
+                                              "bool tensors", IndexError)
+                tensors.append(k)
+                spec.append(("t", len(tensors) - 1))
+        elif isinstance(k, (list, np.ndarray)):
+            tensors.append(tensor(k))
+            spec.append(("t", len(tensors) - 1))
+        else:
+            raise op_error("getitem", f"only integers, slices, ellipsis, None and long, byte or "
+                                      f"bool tensors are valid indices (got {type(k).__name__})",
+                           IndexError)
+    return tuple(spec), tensors
+
+
+def build_key(spec, arrays):
+    key = []
+    for s in spec:
+        if type(s) is tuple:
+            key.append(slice(*s[1:]) if s[0] == "s" else arrays[s[1]])
+        else:
+            key.append(s)
+    return tuple(key)
+
+
+def _index_impl(xp, x, *idx, spec):
+    return x[build_key(spec, idx)]
+
+
+def _index_shape(s, *idx_shapes, spec):
+    dummy = np.broadcast_to(np.empty((), np.int8), s)
+    arrays = [np.zeros(i, np.int64) for i in idx_shapes]
+    return dummy[build_key(spec, arrays)].shape
+
+
+def _is_basic(spec):
+    return not any(type(s) is tuple and s[0] == "t" for s in spec)
+
+
+index_p = Primitive(
+    "index", _index_impl, args=("self", "*indices"), saves=("*indices",), dtype=lambda x, *idx, spec: x.dtype,
+    shape=_index_shape,
+    vjp=lambda g, x, *idx, out, spec: (index_backward(g, idx, spec, x.shape),)
+    + (None,) * len(idx),
+    np="{0}[{spec}]", view=True, kind="shape", node="IndexBackward0")
+
+
+def _index_backward_impl(xp, g, *idx, spec, shape):
+    out = xp.zeros(shape, dtype=g.dtype)
+    key = build_key(spec, idx)
+    if _is_basic(spec):
+        out[key] = g
+    elif xp is np:
+        np.add.at(out, key, g)
+    else:
+        _add_at(xp, out, key, g)
+    return out
+
+
+def _add_at(xp, out, key, g):
+    import cupyx
+    cupyx.scatter_add(out, key, g)
+
+
+index_backward_p = Primitive(
+    "index_backward", _index_backward_impl, args=("grad", "*indices"), saves=("*indices",),
+    dtype=lambda g, *idx, spec, shape: g.dtype, shape=lambda s, *i, spec, shape: tuple(shape),
+    vjp=lambda g, gout, *idx, out, spec, shape: (bind(index_p, g, *idx, spec=spec),)
+    + (None,) * len(idx),
+    kind="other")
+
+
+def index_backward(g, idx, spec, shape):
+    return bind(index_backward_p, g, *idx, spec=spec, shape=tuple(shape))
+
+
+def _index_put_impl(xp, x, v, *idx, spec):
+    out = x.copy()
+    out[build_key(spec, idx)] = v
+    return out
+
+
+def _index_put_inplace(xp, x, v, *idx, spec):
+    x[build_key(spec, idx)] = v
+
+
+def _index_put_dtype(x, v, *idx, spec):
+    return x.dtype
+
+
+index_put_p = Primitive(
+    "index_put", _index_put_impl, args=("self", "values", "*indices"), saves=("*indices",), dtype=_index_put_dtype,
+    shape=lambda s, v, *i, spec: tuple(s),
+    vjp=lambda g, x, v, *idx, out, spec: (
+        bind(index_put_p, g, 0.0, *idx, spec=spec), bind(index_p, g, *idx, spec=spec))
+    + (None,) * len(idx),
+    inplace=_index_put_inplace, kind="other", node="IndexPutBackward0")
+
+
+def _view_scatter_impl(xp, base, src, steps):
+    out = base.copy()
+    region = out
+    for prim, params in steps:
+        region = prim.impl(xp, region, **params)
+    region[...] = src
+    return out
+
+
+view_scatter_p = Primitive(
+    "view_scatter", _view_scatter_impl, args=("self", "src"),
+    dtype=lambda b, s, steps: b.dtype, shape=lambda b, s, steps: tuple(b),
+    vjp=(lambda g, b, s, out, steps: view_scatter(g, 0.0, steps),
+         lambda g, b, s, out, steps: apply_view_steps(g, steps)),
+    node="CopySlices", kind="other")
+
+
+def view_scatter(base, src, steps):
+    """``base`` with the view reached by ``steps`` replaced by ``src`` (CopySlices)."""
+    return bind(view_scatter_p, base, src, steps=steps)
+
+
+# gather --------------------------------------------------------------------------
+
+def _gather_key(xp, index, dim):
+    grids = list(xp.indices(index.shape, sparse=True))
+    grids[dim] = index
+    return tuple(grids)
+
+
+def _gather_impl(xp, x, index, dim):
+    if index.shape[dim] and x.size:
+        lim = x.shape[dim]
+        if (index >= lim).any() or (index < -lim).any():
+            raise IndexError(f"index {int(index.max())} is out of bounds for dimension {dim} with "
+                             f"size {lim}")
+    return x[_gather_key(xp, index, dim)]
+
+
+def _gather_dtype(x, index, dim):
+    if index.dtype is not dtypes.int64:
+        raise RuntimeError("gather(): Expected dtype int64 for index")
+    return x.dtype
+
+
+def _gather_shape(s, i, dim):
+    if len(s) != len(i) and len(s):
+        raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
+    for d, (a, b) in enumerate(zip(s, i)):
+        if d != dim and b > a:
+            raise RuntimeError(f"Size does not match at dimension {d} expected index {list(i)} to "
+                               f"be smaller than self {list(s)} apart from dimension {dim}")
+    return tuple(i)
+
+
+gather_p = Primitive(
+    "gather", _gather_impl, args=("self", "index"), dtype=_gather_dtype, shape=_gather_shape,
+    vjp=(lambda g, x, i, out, dim: bind(scatter_add_zeros_p, g, i, dim=dim, shape=x.shape),
+         None),
+    saves=("index",), kind="other")
+
+
+def _scatter_add_zeros_impl(xp, g, index, dim, shape):
+    out = xp.zeros(shape, dtype=g.dtype)
+    key = _gather_key(xp, index, dim)
+    if xp is np:
+        np.add.at(out, key, g)
+    else:
+        _add_at(xp, out, key, g)
+    return out
+
+
+scatter_add_zeros_p = Primitive(
+    "scatter_add_zeros", _scatter_add_zeros_impl, args=("grad", "index"),
+    dtype=lambda g, i, dim, shape: g.dtype, shape=lambda s, i, dim, shape: tuple(shape),
+    vjp=(lambda g, gout, i, out, dim, shape: bind(gather_p, g, i, dim=dim), None),
+    saves=("index",), node="ScatterAddBackward0", kind="other")
+
+
+# public functions --------------------------------------------------------------------
+
+def index(input, key):
+    spec, tensors = parse_key(key)
+    return bind(index_p, input, *tensors, spec=spec)
+
+
+def setitem(target, key, value):
+    from .core import inplace
+    spec, tensors = parse_key(key)
+    return inplace(index_put_p, "setitem", target, value, *tensors, spec=spec)
+
+
+def gather(input, dim, index):
+    return bind(gather_p, input, index, dim=norm_dim(dim, input.ndim))
+
+
+def scatter_add(input, dim, index, src):
+    d = norm_dim(dim, input.ndim)
+    return input + bind(scatter_add_zeros_p, src, index, dim=d, shape=input.shape)
+
+
+def take_along_dim(input, indices, dim):
+    return gather(input, dim, indices)
+
+
+def index_select(input, dim, index):
+    if index.ndim > 1:
+        raise op_error("index_select", "index_select(): Index is supposed to be a vector")
+    if index.dtype.is_floating_point:
+        raise op_error("index_select", "index_select(): Expected dtype int32/int64 for index")
+    d = norm_dim(dim, input.ndim)
+    return bind(index_p, input, index.reshape(-1), spec=(slice_all,) * d + (("t", 0),)) \
+        if input.ndim else input
+
+
+slice_all = ("s", None, None, None)
+
+
+def masked_fill(input, mask, value):
+    from .elementwise import where
+    if mask.dtype is not dtypes.bool:
+        raise op_error("masked_fill", f"masked_fill_ only supports boolean masks, but got mask "
+                                      f"with dtype {mask.dtype.name}")
+    out = where(mask, value, input)
+    return out if out.dtype is input.dtype else out.to(input.dtype)
+
+
+def masked_select(input, mask):
+    from .shape_ops import broadcast_tensors
+    input, mask = broadcast_tensors(input, mask)
+    return index(input, mask)
+
+
+def nonzero(input, *, as_tuple=False):
+    from ..tensor import Tensor
+    nz = input._data.nonzero()
+    if as_tuple:
+        return tuple(Tensor._make(a.astype(np.int64)) for a in nz)
+    xp = np if type(input._data) is np.ndarray else None
+    stacked = (xp or __import__("cupy")).stack(nz, axis=1) if nz else input._data.reshape(0, 0)
+    return Tensor._make(stacked.astype(np.int64))

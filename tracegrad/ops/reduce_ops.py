@@ -1,0 +1,197 @@
+"""Reduction primitives: sum, amax/amin, prod, argmax/argmin, any/all.
+
+``dims`` is always a sorted tuple of non-negative dims (the public functions
+normalise ``dim``); a reduction over every dim has ``dims == tuple(range(ndim))``.
+"""
+from collections import namedtuple
+
+from .. import dtypes
+from .core import Primitive, bind, op_error
+from .rules import norm_dim, norm_dims, reduced_shape
+
+
+def _reduce_shape(shape, dims, keepdim):
+    for d in dims:
+        if d >= max(len(shape), 1):
+            raise IndexError(f"Dimension out of range (got {d} for a {len(shape)}-d tensor)")
+    return reduced_shape(shape, dims, keepdim)
+
+
+def _expand_back(g, shape, dims, keepdim):
+    """Broadcast a reduced gradient back to the input's shape."""
+    from .shape_ops import broadcast_to, reshape
+    if not keepdim and dims:
+        g = reshape(g, reduced_shape(shape, dims, True))
+    return broadcast_to(g, shape)
+
+
+def _sum_dtype(x, dims, keepdim, dtype=None):
+    if dtype is not None:
+        return dtype
+    return dtypes.int64 if not x.dtype.is_floating_point else x.dtype
+
+
+sum_p = Primitive(
+    "sum", lambda xp, x, dims, keepdim, dtype=None: xp.sum(
+        x, axis=dims, keepdims=keepdim, dtype=None if dtype is None else dtype.np),
+    dtype=_sum_dtype, shape=lambda s, dims, keepdim, dtype=None: _reduce_shape(s, dims, keepdim),
+    vjp=(lambda g, x, out, dims, keepdim, dtype=None: _expand_back(g, x.shape, dims, keepdim),),
+    np="np.sum({0}, axis={dims}, keepdims={keepdim})", kind="reduction")
+
+
+def _extremum_grad(g, x, out, dims, keepdim):
+    """Ties share the gradient evenly, as PyTorch's amax/amin and full max/min do."""
+    from .elementwise import eq
+    out_k = _expand_back(out, x.shape, dims, keepdim)
+    mask = eq(x, out_k).to(g.dtype)
+    count = sum(mask, dims, keepdim=True)
+    return _expand_back(g, x.shape, dims, keepdim) * mask / count
+
+
+def _nonempty(xp, f, x, dims, keepdim, name):
+    if x.size == 0 and (not dims or any(x.shape[d] == 0 for d in dims)):
+        raise IndexError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0.")
+    return f(x, axis=dims, keepdims=keepdim)
+
+
+amax_p = Primitive(
+    "amax", lambda xp, x, dims, keepdim: _nonempty(xp, xp.max, x, dims, keepdim, "amax"),
+    dtype=lambda x, dims, keepdim: x.dtype,
+    shape=lambda s, dims, keepdim: _reduce_shape(s, dims, keepdim),
+    vjp=(lambda g, x, out, dims, keepdim: _extremum_grad(g, x, out, dims, keepdim),),
+    saves=("self", "result"), np="np.max({0}, axis={dims}, keepdims={keepdim})",
+    kind="reduction")
+amin_p = Primitive(
+    "amin", lambda xp, x, dims, keepdim: _nonempty(xp, xp.min, x, dims, keepdim, "amin"),
+    dtype=lambda x, dims, keepdim: x.dtype,
+    shape=lambda s, dims, keepdim: _reduce_shape(s, dims, keepdim),
+    vjp=(lambda g, x, out, dims, keepdim: _extremum_grad(g, x, out, dims, keepdim),),
+    saves=("self", "result"), np="np.min({0}, axis={dims}, keepdims={keepdim})",
+    kind="reduction")
+
+
+def _prod_grad(g, x, out, dims, keepdim):
+    """d prod / dx_i = prod of the others, exact where x holds zeros."""
+    from .elementwise import eq, where
+    zero = eq(x, 0)
+    n_zero = sum(zero, dims, keepdim=True)
+    others_if_zero = prod(where(zero, 1.0, x), dims, keepdim=True)
+    g_k = _expand_back(g, x.shape, dims, keepdim)
+    out_k = _expand_back(out, x.shape, dims, keepdim)
+    safe_x = where(zero, 1.0, x)
+    nonzero_case = out_k / safe_x
+    zero_case = where(eq(n_zero, 1), others_if_zero, 0.0)
+    return g_k * where(zero, _expand_back(zero_case, x.shape, dims, True), nonzero_case)
+
+
+prod_p = Primitive(
+    "prod", lambda xp, x, dims, keepdim: xp.prod(x, axis=dims, keepdims=keepdim),
+    dtype=lambda x, dims, keepdim: _sum_dtype(x, dims, keepdim),
+    shape=lambda s, dims, keepdim: _reduce_shape(s, dims, keepdim),
+    vjp=(lambda g, x, out, dims, keepdim: _prod_grad(g, x, out, dims, keepdim),),
+    saves=("self", "result"), np="np.prod({0}, axis={dims}, keepdims={keepdim})",
+    kind="reduction")
+
+
+def _arg_impl(xp, f, x, dim, keepdim):
+    if dim is None:
+        r = f(x.reshape(-1))
+        return xp.asarray(r).reshape((1,) * x.ndim if keepdim else ())
+    return f(x, axis=dim, keepdims=keepdim)
+
+
+argmax_p = Primitive(
+    "argmax", lambda xp, x, dim, keepdim: _arg_impl(xp, xp.argmax, x, dim, keepdim),
+    dtype=lambda x, dim, keepdim: dtypes.int64,
+    shape=lambda s, dim, keepdim: _reduce_shape(s, tuple(range(len(s))) if dim is None
+                                                else (dim,), keepdim),
+    kind="reduction")
+argmin_p = Primitive(
+    "argmin", lambda xp, x, dim, keepdim: _arg_impl(xp, xp.argmin, x, dim, keepdim),
+    dtype=lambda x, dim, keepdim: dtypes.int64,
+    shape=lambda s, dim, keepdim: _reduce_shape(s, tuple(range(len(s))) if dim is None
+                                                else (dim,), keepdim),
+    kind="reduction")
+any_p = Primitive("any", lambda xp, x, dims, keepdim: xp.any(x, axis=dims, keepdims=keepdim),
+                  dtype=lambda x, dims, keepdim: dtypes.bool,
+                  shape=lambda s, dims, keepdim: _reduce_shape(s, dims, keepdim),
+                  kind="reduction")
+all_p = Primitive("all", lambda xp, x, dims, keepdim: xp.all(x, axis=dims, keepdims=keepdim),
+                  dtype=lambda x, dims, keepdim: dtypes.bool,
+                  shape=lambda s, dims, keepdim: _reduce_shape(s, dims, keepdim),
+                  kind="reduction")
+
+
+# public functions --------------------------------------------------------------------
+
+def sum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
+    dims = norm_dims(dim, input.ndim)
+    return bind(sum_p, input, dims=dims, keepdim=keepdim,
+                dtype=None if dtype is None else dtypes.as_dtype(dtype))
+
+
+def amax(input, dim=(), keepdim=False):
+    return bind(amax_p, input, dims=norm_dims(dim if dim != () else None, input.ndim),
+                keepdim=keepdim)
+
+
+def amin(input, dim=(), keepdim=False):
+    return bind(amin_p, input, dims=norm_dims(dim if dim != () else None, input.ndim),
+                keepdim=keepdim)
+
+
+def prod(input, dim=None, keepdim=False, *, dtype=None):
+    if dtype is not None:
+        input = input.to(dtype)
+    return bind(prod_p, input, dims=norm_dims(dim, input.ndim), keepdim=keepdim)
+
+
+def argmax(input, dim=None, keepdim=False):
+    return bind(argmax_p, input, dim=None if dim is None else norm_dim(dim, input.ndim),
+                keepdim=keepdim)
+
+
+def argmin(input, dim=None, keepdim=False):
+    return bind(argmin_p, input, dim=None if dim is None else norm_dim(dim, input.ndim),
+                keepdim=keepdim)
+
+
+def any(input, dim=None, keepdim=False):  # noqa: A001
+    return bind(any_p, input, dims=norm_dims(dim, input.ndim), keepdim=keepdim)
+
+
+def all(input, dim=None, keepdim=False):  # noqa: A001
+    return bind(all_p, input, dims=norm_dims(dim, input.ndim), keepdim=keepdim)
+
+
+values_indices = namedtuple("values_indices", ["values", "indices"])
+
+
+def _extremum(name, full, arg, input, dim_or_other, keepdim):
+    from ..tensor import Tensor
+    from .elementwise import maximum, minimum
+    from .index_ops import gather
+    from .shape_ops import squeeze
+    if isinstance(dim_or_other, Tensor):
+        return (maximum if name == "max" else minimum)(input, dim_or_other)
+    if dim_or_other is None:
+        if input.numel() == 0:
+            raise op_error(name, f"{name}(): Expected reduction dim to be specified for "
+                                 f"input.numel() == 0. Specify the reduction dim with the 'dim' "
+                                 f"argument.", IndexError)
+        return full(input)
+    d = norm_dim(dim_or_other, input.ndim)
+    idx = arg(input, d, keepdim=True)
+    # The gradient flows to the selected index only, as PyTorch's max(dim) does.
+    values = gather(input, d, idx) if input.ndim else input
+    if not keepdim and input.ndim:
+        values, idx = squeeze(values, d), squeeze(idx, d)
+    return values_indices(values, idx)
+
+
+def max(input, dim=None, keepdim=False):  # noqa: A001
+    return _extremum("max", amax, argmax, input, dim, keepdim)
+
+
+def min(input, dim=None, keepdim=False):  # noqa: A001
+    return _extremum("min", amin, argmin, input, dim, keepdim)

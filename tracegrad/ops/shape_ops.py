@@ -1,0 +1,317 @@
+"""Shape primitives (reshape, permute, broadcast_to, cat) and their composites.
+
+reshape, permute and broadcast_to return views that share storage (and the
+version counter) with their input, as PyTorch's do.
+"""
+import math
+
+from .core import Primitive, bind, op_error
+from .rules import norm_dim, promote
+
+
+def infer_shape(shape, numel):
+    """Resolve one -1 in ``shape`` (PyTorch's wording for impossible shapes)."""
+    shape = tuple(int(s) for s in shape)
+    if shape.count(-1) > 1:
+        raise RuntimeError("only one dimension can be inferred")
+    known = math.prod(s for s in shape if s != -1)
+    if -1 in shape:
+        if known == 0 or numel % known:
+            raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+        shape = tuple(numel // known if s == -1 else s for s in shape)
+    elif known != numel:
+        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+    return shape
+
+
+reshape_p = Primitive(
+    "reshape", lambda xp, x, shape: x.reshape(shape), dtype=lambda x, shape: x.dtype,
+    shape=lambda s, shape: infer_shape(shape, math.prod(s)),
+    vjp=(lambda g, x, out, shape: reshape(g, x.shape),), node="ViewBackward0",
+    np="{0}.reshape({shape})", view=True, kind="shape")
+
+
+def _check_perm(s, dims):
+    if sorted(dims) != list(range(len(s))):
+        raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does "
+                           f"not match the length of the desired ordering of dimensions i.e. "
+                           f"input.dim() = {len(s)} is not equal to len(dims) = {len(dims)}"
+                           if len(dims) != len(s) else f"permute(): duplicate dims in {dims}")
+    return tuple(s[d] for d in dims)
+
+
+def _inverse(dims):
+    inv = [0] * len(dims)
+    for i, d in enumerate(dims):
+        inv[d] = i
+    return tuple(inv)
+
+
+permute_p = Primitive(
+    "permute", lambda xp, x, dims: x.transpose(dims), dtype=lambda x, dims: x.dtype,
+    shape=_check_perm, vjp=(lambda g, x, out, dims: permute(g, _inverse(dims)),),
+    np="{0}.transpose({dims})", view=True, kind="shape")
+
+
+def _broadcast_shape(s, shape):
+    if len(shape) < len(s):
+        raise RuntimeError(f"expand: the number of sizes provided ({len(shape)}) must be greater "
+                           f"or equal to the number of dimensions in the tensor ({len(s)})")
+    lead = len(shape) - len(s)
+    for i, n in enumerate(s):
+        if n != 1 and n != shape[lead + i]:
+            raise RuntimeError(
+                f"The expanded size of the tensor ({shape[lead + i]}) must match the existing "
+                f"size ({n}) at non-singleton dimension {lead + i}.  Target sizes: {list(shape)}."
+                f"  Tensor sizes: {list(s)}")
+    return tuple(shape)
+
+
+broadcast_to_p = Primitive(
+    "broadcast_to", lambda xp, x, shape: xp.broadcast_to(x, shape),
+    dtype=lambda x, shape: x.dtype, shape=_broadcast_shape,
+    vjp=(lambda g, x, out, shape: g,),   # sum_to_shape in the node undoes the broadcast
+    node="ExpandBackward0", np="np.broadcast_to({0}, {shape})", view=True, kind="shape")
+
+
+def _cat_shape(*shapes, dim):
+    ref = next((s for s in shapes if s != (0,)), shapes[0])
+    total = 0
+    for k, s in enumerate(shapes):
+        if s == (0,) and ref != (0,):
+            continue
+        if len(s) != len(ref):
+            raise RuntimeError(f"Tensors must have same number of dimensions: got {len(ref)} and "
+                               f"{len(s)}")
+        for i, (a, b) in enumerate(zip(ref, s)):
+            if i != dim and a != b:
+                raise RuntimeError(f"Sizes of tensors must match except in dimension {dim}. "
+                                   f"Expected size {a} but got size {b} for tensor number {k} in "
+                                   f"the list.")
+        total += s[dim]
+    return ref[:dim] + (total,) + ref[dim + 1:]
+
+
+def _cat_grad(g, *xs, out, dim):
+    grads, start = [], 0
+    for x in xs:
+        n = x.shape[dim] if len(x.shape) == g.ndim else 0
+        grads.append(narrow(g, dim, start, n) if len(x.shape) == g.ndim else None)
+        start += n
+    return grads
+
+
+cat_p = Primitive(
+    "cat", lambda xp, *xs, dim: xp.concatenate([x for x in xs if x.shape != (0,)] or xs,
+                                               axis=dim),
+    args=("*tensors",), dtype=lambda *xs, dim: promote(*xs), shape=_cat_shape, vjp=_cat_grad,
+    np="np.concatenate([{args}], axis={dim})", kind="shape")
+
+
+# public functions --------------------------------------------------------------------
+
+def _shape_arg(shape):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        return tuple(shape[0])
+    return tuple(int(s) for s in shape)
+
+
+def reshape(input, *shape):
+    return bind(reshape_p, input, shape=infer_shape(_shape_arg(shape), input.numel()))
+
+
+def view(input, *shape):
+    from ..tensor import Tensor
+    if len(shape) == 1 and not isinstance(shape[0], (int, tuple, list)):
+        if isinstance(shape[0], Tensor):
+            return reshape(input, shape[0].shape)
+        from .elementwise import convert
+        return convert(input, dtype=shape[0])
+    target = infer_shape(_shape_arg(shape), input.numel())
+    if not input.is_contiguous() and target != input.shape:
+        raise op_error("view", "view size is not compatible with input tensor's size and stride "
+                               "(at least one dimension spans across two contiguous subspaces). "
+                               "Use .reshape(...) instead.")
+    return bind(reshape_p, input, shape=target)
+
+
+def view_as(input, other):
+    return view(input, other.shape)
+
+
+def reshape_as(input, other):
+    return reshape(input, other.shape)
+
+
+def flatten(input, start_dim=0, end_dim=-1):
+    if input.ndim == 0:
+        return reshape(input, (1,))
+    s = norm_dim(start_dim, input.ndim)
+    e = norm_dim(end_dim, input.ndim)
+    if s > e:
+        raise op_error("flatten", "flatten() has invalid args: start_dim cannot come after end_dim")
+    shape = input.shape
+    return reshape(input, shape[:s] + (math.prod(shape[s:e + 1]),) + shape[e + 1:])
+
+
+def unflatten(input, dim, sizes):
+    d = norm_dim(dim, input.ndim)
+    shape = input.shape
+    sizes = infer_shape(sizes, shape[d])
+    return reshape(input, shape[:d] + tuple(sizes) + shape[d + 1:])
+
+
+def squeeze(input, dim=None):
+    shape = input.shape
+    if dim is None:
+        dims = [i for i, n in enumerate(shape) if n == 1]
+    else:
+        dims = [norm_dim(d, input.ndim) for d in (dim if isinstance(dim, (tuple, list))
+                                                    else (dim,))]
+        dims = [d for d in dims if input.ndim and shape[d] == 1]
+    return reshape(input, tuple(n for i, n in enumerate(shape) if i not in dims))
+
+
+def unsqueeze(input, dim):
+    d = norm_dim(dim, input.ndim + 1)
+    shape = input.shape
+    return reshape(input, shape[:d] + (1,) + shape[d:])
+
+
+def permute(input, *dims):
+    dims = _shape_arg(dims)
+    return bind(permute_p, input, dims=tuple(norm_dim(d, input.ndim) for d in dims))
+
+
+def transpose(input, dim0, dim1):
+    n = input.ndim
+    if n == 0:
+        return input
+    d0, d1 = norm_dim(dim0, n), norm_dim(dim1, n)
+    dims = list(range(n))
+    dims[d0], dims[d1] = dims[d1], dims[d0]
+    return bind(permute_p, input, dims=tuple(dims))
+
+
+swapaxes = swapdims = transpose
+
+
+def t(input):
+    if input.ndim > 2:
+        raise op_error("t", f"t() expects a tensor with <= 2 dimensions, but self is "
+                            f"{input.ndim}D")
+    return transpose(input, 0, 1) if input.ndim == 2 else input
+
+
+def movedim(input, source, destination):
+    n = input.ndim
+    src = norm_dim(source, n)
+    dst = norm_dim(destination, n)
+    order = [d for d in range(n) if d != src]
+    order.insert(dst, src)
+    return permute(input, tuple(order))
+
+
+def broadcast_to(input, shape):
+    shape = tuple(shape)
+    if shape == input.shape:
+        return input
+    return bind(broadcast_to_p, input, shape=shape)
+
+
+def expand(input, *sizes):
+    sizes = _shape_arg(sizes)
+    lead = len(sizes) - input.ndim
+    if lead < 0:
+        raise op_error("expand", f"the number of sizes provided ({len(sizes)}) must be greater or "
+                                 f"equal to the number of dimensions in the tensor ({input.ndim})")
+    shape = tuple(input.shape[i - lead] if s == -1 and i >= lead else s
+                  for i, s in enumerate(sizes))
+    return broadcast_to(input, shape)
+
+
+def expand_as(input, other):
+    return broadcast_to(input, other.shape)
+
+
+def broadcast_tensors(*tensors):
+    from .rules import broadcast
+    shape = broadcast(*[t.shape for t in tensors])
+    return tuple(broadcast_to(t, shape) for t in tensors)
+
+
+def cat(tensors, dim=0):
+    tensors = tuple(tensors)
+    if not tensors:
+        raise op_error("cat", "expected a non-empty list of Tensors")
+    ref = next((x for x in tensors if x.shape != (0,)), tensors[0])
+    d = norm_dim(dim, ref.ndim)
+    return bind(cat_p, *tensors, dim=d)
+
+
+concat = concatenate = cat
+
+
+def stack(tensors, dim=0):
+    tensors = tuple(tensors)
+    if not tensors:
+        raise op_error("stack", "stack expects a non-empty TensorList")
+    for k, x in enumerate(tensors[1:], 1):
+        if x.shape != tensors[0].shape:
+            raise op_error("stack", f"stack expects each tensor to be equal size, but got "
+                                    f"{list(tensors[0].shape)} at entry 0 and {list(x.shape)} at "
+                                    f"entry {k}")
+    d = norm_dim(dim, tensors[0].ndim + 1)
+    return cat([unsqueeze(x, d) for x in tensors], d)
+
+
+def narrow(input, dim, start, length):
+    from .index_ops import index
+    d = norm_dim(dim, input.ndim)
+    return index(input, (slice(None),) * d + (slice(start, start + length),))
+
+
+def split(tensor, split_size_or_sections, dim=0):
+    d = norm_dim(dim, tensor.ndim)
+    n = tensor.shape[d]
+    if isinstance(split_size_or_sections, int):
+        step = split_size_or_sections
+        sizes = [min(step, n - i) for i in range(0, n, step)] or [0]
+    else:
+        sizes = list(split_size_or_sections)
+        if sum(sizes) != n:
+            raise op_error("split", f"split_with_sizes expects split_sizes to sum exactly to {n} "
+                                    f"(input tensor's size at dimension {d}), but got "
+                                    f"split_sizes={sizes}")
+    out, start = [], 0
+    for s in sizes:
+        out.append(narrow(tensor, d, start, s))
+        start += s
+    return tuple(out)
+
+
+def chunk(input, chunks, dim=0):
+    d = norm_dim(dim, input.ndim)
+    n = input.shape[d]
+    size = -(-n // chunks) if n else 1
+    return split(input, max(size, 1), d)
+
+
+def unbind(input, dim=0):
+    d = norm_dim(dim, input.ndim)
+    return tuple(squeeze(x, d) for x in split(input, 1, d))
+
+
+def contiguous(input, memory_format=None):
+    if input.is_contiguous():
+        return input
+    from .elementwise import clone
+    return clone(input)   # NumPy's copy is C-ordered
+
+
+def flip(input, dims):
+    from .index_ops import index
+    dims = [norm_dim(d, input.ndim) for d in (dims if isinstance(dims, (list, tuple))
+                                              else (dims,))]
+    return index(input, tuple(slice(None, None, -1) if i in dims else slice(None)
+                              for i in range(input.ndim)))

@@ -1,0 +1,399 @@
+"""The eager ``Tensor``: an array (NumPy or CuPy) plus its autograd state.
+
+Math methods and operators are attached by ``tracegrad.ops`` from the same
+functions users call as ``tracegrad.exp(x)``; this file holds the state,
+attributes, conversions and the autograd entry points.
+"""
+import warnings
+
+import numpy as np
+
+from . import dtypes
+from .autograd import grad_mode
+from .device import CPU, as_device, device_of, to_device
+from .autograd.graph import _HookDict, add_hook, grad_accumulator
+
+
+class _Version:
+    """A version counter, shared by a tensor and its views."""
+    __slots__ = ("value",)
+
+    def __init__(self):
+        self.value = 0
+
+
+class Size(tuple):
+    """A tensor's shape: a tuple that prints as ``tracegrad.Size([2, 3])``."""
+
+    def __repr__(self):
+        return f"tracegrad.Size([{', '.join(map(str, self))}])"
+
+    def numel(self):
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+
+NON_LEAF_GRAD_WARNING = (
+    "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
+    "attribute won't be populated during autograd.backward(). If you indeed want the .grad field "
+    "to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor. If you "
+    "access the non-leaf Tensor by mistake, make sure you access the leaf Tensor instead.")
+
+
+class Tensor:
+    __slots__ = ("_data", "_requires_grad", "_grad", "_grad_fn", "_output_nr", "_vc", "_base",
+                 "_view_steps", "_view_version", "_backward_hooks", "_post_acc_hooks",
+                 "_grad_acc", "_retains_grad", "_is_inference", "_volatile", "__weakref__")
+
+    # construction ------------------------------------------------------------
+    @classmethod
+    def _make(cls, data, grad_fn=None, requires_grad=False, vc=None, output_nr=0):
+        t = object.__new__(cls)
+        t._data = data
+        t._grad_fn = grad_fn
+        t._requires_grad = requires_grad or grad_fn is not None
+        t._grad = None
+        t._output_nr = output_nr
+        t._vc = _Version() if vc is None else vc
+        t._base = t._view_steps = t._backward_hooks = t._post_acc_hooks = t._grad_acc = None
+        t._retains_grad = t._volatile = False
+        t._is_inference = grad_mode._state.inference
+        return t
+
+    def __new__(cls, *args, **kwargs):
+        # Legacy constructor: Tensor([1., 2.]) holds data, Tensor(2, 3) is uninitialised.
+        from .creation import empty, tensor
+        if len(args) == 1 and not isinstance(args[0], int):
+            src = args[0]
+            if isinstance(src, Tensor):
+                return src
+            t = tensor(src, dtype=dtypes.get_default_dtype() if not isinstance(src, np.ndarray) else None)
+        else:
+            t = empty(*args, device=kwargs.get("device"))
+        if cls is not Tensor:
+            t = cls._make(t._data)
+        return t
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    # metadata -----------------------------------------------------------------
+    @property
+    def shape(self):
+        return Size(self._data.shape)
+
+    def size(self, dim=None):
+        if dim is None:
+            return Size(self._data.shape)
+        return self._data.shape[dim]
+
+    @property
+    def ndim(self):
+        return self._data.ndim
+
+    def dim(self):
+        return self._data.ndim
+
+    def numel(self):
+        return int(self._data.size)
+
+    nelement = numel
+
+    @property
+    def dtype(self):
+        return dtypes.from_numpy(self._data.dtype)
+
+    @property
+    def device(self):
+        return device_of(self._data)
+
+    @property
+    def is_cuda(self):
+        return type(self._data) is not np.ndarray
+
+    def is_floating_point(self):
+        return self._data.dtype.kind == "f"
+
+    def element_size(self):
+        return self._data.itemsize
+
+    def stride(self, dim=None):
+        st = tuple(s // self._data.itemsize for s in self._data.strides)
+        return st if dim is None else st[dim]
+
+    def is_contiguous(self):
+        return bool(self._data.flags.c_contiguous)
+
+    def data_ptr(self):
+        return self._data.ctypes.data if type(self._data) is np.ndarray else self._data.data.ptr
+
+    def __len__(self):
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def __hash__(self):
+        return id(self)
+
+    # autograd state -------------------------------------------------------------
+    @property
+    def requires_grad(self):
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        self.requires_grad_(value)
+
+    def requires_grad_(self, requires_grad=True):
+        if self._grad_fn is not None:
+            if not requires_grad:
+                raise RuntimeError(
+                    "you can only change requires_grad flags of leaf variables. If you want to use a "
+                    "computed variable in a subgraph that doesn't require differentiation use "
+                    "var_no_grad = var.detach().")
+            return self
+        if requires_grad and self._volatile:
+            return self
+        if requires_grad and self._data.dtype.kind != "f":
+            raise RuntimeError(
+                f"only Tensors of floating point and complex dtype can require gradients "
+                f"(got {self.dtype})")
+        self._requires_grad = bool(requires_grad)
+        return self
+
+    @property
+    def grad_fn(self):
+        if self._base is not None and self._view_version != self._vc.value:
+            from .ops.core import refresh_view
+            refresh_view(self)
+        return self._grad_fn
+
+    @property
+    def is_leaf(self):
+        return self.grad_fn is None
+
+    @property
+    def output_nr(self):
+        return self._output_nr
+
+    @property
+    def grad(self):
+        if self._grad_fn is not None and not self._retains_grad:
+            warnings.warn(NON_LEAF_GRAD_WARNING, UserWarning, stacklevel=2)
+        return self._grad
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type "
+                                f"{type(value).__name__}")
+            if value.shape != self.shape:
+                raise RuntimeError(f"assigned grad has data of a different size: expected "
+                                   f"{self.shape}, got {value.shape}")
+            if value.dtype is not self.dtype:
+                raise RuntimeError(f"assigned grad has data of a different type: expected "
+                                   f"{self.dtype}, got {value.dtype}")
+        self._grad = value
+
+    @property
+    def retains_grad(self):
+        return self._retains_grad
+
+    def retain_grad(self):
+        if not self._requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self.grad_fn is None or self._retains_grad:
+            return
+        self._grad_fn._set_retain_grad(self._output_nr, self)
+        self._retains_grad = True
+
+    @property
+    def _version(self):
+        return self._vc.value
+
+    def is_inference(self):
+        return self._is_inference
+
+    @property
+    def data(self):
+        """A tensor sharing storage, detached, with its own version counter."""
+        return Tensor._make(self._data)
+
+    @data.setter
+    def data(self, value):
+        self._data = value._data
+
+    def detach(self):
+        t = Tensor._make(self._data, vc=self._vc)
+        t._is_inference = self._is_inference
+        return t
+
+    def detach_(self):
+        if self._base is not None and self._base._requires_grad:
+            raise RuntimeError("Can't detach views in-place. Use detach() instead.")
+        self._grad_fn = None
+        self._requires_grad = False
+        return self
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        from .autograd.engine import backward
+        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+    def register_hook(self, hook):
+        """``hook(grad)`` runs when this tensor's gradient is computed; may return a new grad."""
+        if not self._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        fn = self.grad_fn
+        if fn is not None:
+            return fn._add_tensor_hook(self._output_nr, hook)
+        if self._backward_hooks is None:
+            self._backward_hooks = _HookDict()
+        return add_hook(self._backward_hooks, hook)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """``hook(tensor)`` runs after the gradient was accumulated into this leaf's ``.grad``."""
+        if self.grad_fn is not None:
+            raise RuntimeError(
+                "post accumulate grad hooks cannot be registered on non-leaf tensors")
+        if not self._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self._post_acc_hooks is None:
+            self._post_acc_hooks = _HookDict()
+        return add_hook(self._post_acc_hooks, hook)
+
+    def _grad_edge(self):
+        """The (node, output_nr) through which this tensor receives its gradient."""
+        fn = self.grad_fn
+        if fn is not None:
+            return fn, self._output_nr
+        if self._requires_grad:
+            return grad_accumulator(self), 0
+        return None, 0
+
+    # conversions --------------------------------------------------------------
+    def numpy(self, *, force=False):
+        if self._requires_grad and not force:
+            raise RuntimeError(
+                "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
+        if type(self._data) is not np.ndarray:
+            if not force:
+                raise TypeError(
+                    f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to "
+                    f"copy the tensor to host memory first.")
+            return to_device(self._data, CPU)
+        return self._data
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.detach().numpy()
+        return a if dtype is None else a.astype(dtype)
+
+    def item(self):
+        if self._data.size != 1:
+            raise RuntimeError(
+                f"a Tensor with {self._data.size} elements cannot be converted to Scalar")
+        return self._data.reshape(()).item()
+
+    def tolist(self):
+        return to_device(self._data, CPU).tolist()
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self._data.dtype.kind not in "iub" or self._data.size != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    def __bool__(self):
+        if self._data.size != 1:
+            raise RuntimeError(
+                f"Boolean value of Tensor with more than one value is ambiguous")
+        return bool(self.item())
+
+    def __iter__(self):
+        if self._data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self._data.shape[0]))
+
+    def __format__(self, spec):
+        if self._data.ndim == 0:
+            return self.item().__format__(spec)
+        return object.__format__(self, spec)
+
+    def __repr__(self):
+        from ._tensor_str import tensor_repr
+        return tensor_repr(self)
+
+    __str__ = __repr__
+
+    def __deepcopy__(self, memo):
+        t = type(self)._make(self._data.copy())
+        t._requires_grad = self._requires_grad
+        if self._grad is not None:
+            t._grad = self._grad.__deepcopy__(memo)
+        memo[id(self)] = t
+        return t
+
+    def __reduce_ex__(self, proto):
+        return (_rebuild, (to_device(self._data, CPU), str(self.device), self._requires_grad))
+
+    def to(self, *args, **kwargs):
+        """``to(device)``, ``to(dtype)``, ``to(device, dtype)`` or ``to(other_tensor)``."""
+        from .ops import to_copy
+        dev = dt = None
+        copy = kwargs.pop("copy", False)
+        for a in list(args) + list(kwargs.values()):
+            if isinstance(a, Tensor):
+                dev, dt = a.device, a.dtype
+            elif isinstance(a, dtypes.dtype):
+                dt = a
+            elif a is not None and not isinstance(a, bool):
+                dev = as_device(a)
+        return to_copy(self, dtype=dt, device=dev, copy=copy)
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self, device=None):
+        return self.to(as_device("cuda" if device is None else device if not isinstance(device, int)
+                                 else f"cuda:{device}"))
+
+    def type(self, dtype=None):
+        if dtype is None:
+            return dtypes.type_name(self.dtype, self.device.type)
+        return self.to(dtype)
+
+    def float(self):
+        return self.to(dtypes.float32)
+
+    def double(self):
+        return self.to(dtypes.float64)
+
+    def half(self):
+        return self.to(dtypes.float16)
+
+    def long(self):
+        return self.to(dtypes.int64)
+
+    def int(self):
+        return self.to(dtypes.int32)
+
+    def bool(self):
+        return self.to(dtypes.bool)
+
+    def equal(self, other):
+        return self.shape == other.shape and bool((self._data == other._data).all())
+
+
+def _rebuild(array, device, requires_grad):
+    t = Tensor._make(to_device(array, as_device(device)))
+    t._requires_grad = requires_grad
+    return t
+
+
