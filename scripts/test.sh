@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Set up a virtual environment from the project's own files and run the test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+.venv/bin/python -m pip install -q -e ".[test]"
+if [ -n "${TRACEGRAD_EXTRA_TEST_DEPS:-}" ]; then
+    # Optional oracles (PyTorch): tests that need them skip when they are missing.
+    .venv/bin/python -m pip install -q ${TRACEGRAD_EXTRA_TEST_DEPS} \
+        || echo "note: could not install ${TRACEGRAD_EXTRA_TEST_DEPS}; oracle tests will skip"
+fi
+exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
