@@ -41,7 +41,10 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
 
 
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    return sqrt(var(input, dim, unbiased, keepdim, correction=correction))
+    """sqrt(var); std'(0) = 0 as in PyTorch, where sqrt'(0) = inf would give inf * 0 = NaN."""
+    v = var(input, dim, unbiased, keepdim, correction=correction)
+    zero = v == 0
+    return where(zero, 0.0, sqrt(where(zero, 1.0, v)))
 
 
 def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):

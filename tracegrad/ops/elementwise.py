@@ -18,8 +18,16 @@ _SQRT_PI_2 = 2.0 / math.sqrt(math.pi)
 
 def unary_float(name, impl, vjp, np_t, cuda_t, saves=("self",), node=None):
     """An elementwise math primitive: ints and bools compute in the default float dtype."""
-    return Primitive(name, impl, dtype=float_promote, shape=same_shape, vjp=(vjp,), saves=saves,
-                     np=np_t, cuda=cuda_t, kind="elementwise", node=node)
+    return Primitive(name, lambda xp, x: impl(xp, _as_float(x)), dtype=float_promote,
+                     shape=same_shape, vjp=(vjp,), saves=saves, np=np_t, cuda=cuda_t,
+                     kind="elementwise", node=node)
+
+
+def _as_float(x):
+    # NumPy would compute bool and 8-bit ints in float16, losing precision
+    if not hasattr(x, "dtype"):
+        return float(x)
+    return x if x.dtype.kind == "f" else x.astype(dtypes.get_default_dtype().np)
 
 
 exp_p = unary_float("exp", lambda xp, x: xp.exp(x),
@@ -70,7 +78,31 @@ def _erf(xp, x):
     return np.asarray(_erf_scalar(x), dtype=np.float64).astype(dt, copy=False)
 
 
-neg_p = Primitive("neg", lambda xp, x: xp.negative(x), dtype=promote, shape=same_shape,
+_MASK_HINT = "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead."
+
+
+def _is_bool(x):
+    return getattr(x, "dtype", None) is dtypes.bool or isinstance(x, bool)
+
+
+def _neg_dtype(x):
+    if _is_bool(x):
+        raise RuntimeError(f"Negation, the `-` operator, on a bool tensor is not supported. "
+                           f"{_MASK_HINT}")
+    return promote(x)
+
+
+def _sub_dtype(a, b):
+    if _is_bool(a) and _is_bool(b):
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. "
+                           "Use the `^` or `logical_xor()` operator instead.")
+    if _is_bool(a) or _is_bool(b):
+        raise RuntimeError(f"Subtraction, the `-` operator, with a bool tensor is not supported. "
+                           f"{_MASK_HINT}")
+    return promote(a, b)
+
+
+neg_p = Primitive("neg", lambda xp, x: xp.negative(x), dtype=_neg_dtype, shape=same_shape,
                   vjp=(lambda g, x, out: -g,), np="np.negative({0})", cuda="(-{0})",
                   kind="elementwise", inplace=lambda xp, x: xp.negative(x, out=x))
 abs_p = Primitive("abs", lambda xp, x: xp.abs(x), dtype=promote, shape=same_shape,
@@ -83,7 +115,7 @@ sign_p = Primitive("sign", lambda xp, x: xp.sign(x), dtype=promote, shape=same_s
 # and the rule reads the saved result (relu'(0) = 0).
 relu_p = Primitive("relu", lambda xp, x: xp.maximum(x, x.dtype.type(0)), dtype=promote,
                    shape=same_shape, vjp=(lambda g, x, out: where(out > 0, g, 0),),
-                   saves=("result",), np="np.maximum({0}, 0)", cuda="fmax({0}, 0)",
+                   saves=("result",), np="np.maximum({0}, 0)", cuda="(isnan({0}) || {0} > 0 ? {0} : 0)",
                    kind="elementwise",
                    inplace=lambda xp, x: xp.maximum(x, x.dtype.type(0), out=x))
 
@@ -115,7 +147,7 @@ add_p = binary("add", lambda xp, a, b: xp.add(a, b),
                inplace=lambda xp, a, b: xp.add(a, b, out=a))
 sub_p = binary("sub", lambda xp, a, b: xp.subtract(a, b),
                (lambda g, a, b, out: g, lambda g, a, b, out: -g), "{0} - {1}", "({0} - {1})",
-               inplace=lambda xp, a, b: xp.subtract(a, b, out=a))
+               dtype=_sub_dtype, inplace=lambda xp, a, b: xp.subtract(a, b, out=a))
 mul_p = binary("mul", lambda xp, a, b: xp.multiply(a, b),
                (lambda g, a, b, out: g * b, lambda g, a, b, out: g * a), "{0} * {1}",
                "({0} * {1})", saves=("self", "other"),
@@ -163,10 +195,16 @@ def _pow_impl(xp, x, y):
     return xp.power(x, y)
 
 
+def _log_base(a):
+    """log of a pow base; a Python scalar base is taken in float64, not the default dtype."""
+    from ..tensor import Tensor
+    return log(a if isinstance(a, Tensor) else Tensor._make(np.array(a, np.float64)))
+
+
 pow_p = binary(
     "pow", lambda xp, a, b: _pow_impl(xp, a, b),
     (lambda g, a, b, out: where(eq(b, 0), 0.0, g * b * a ** (b - 1)),
-     lambda g, a, b, out: where(logical_and(eq(a, 0), b >= 0), 0.0, g * out * log(a))),
+     lambda g, a, b, out: g * where(logical_and(eq(a, 0), b >= 0), 0.0, out * _log_base(a))),
     "np.power({0}, {1})", "pow({0}, {1})", saves=("self", "other", "result"), node="PowBackward1")
 
 # comparisons and logic (no gradient) ------------------------------------------------
@@ -187,7 +225,7 @@ ge_p = compare("ge", lambda xp, a, b: xp.greater_equal(a, b), "{0} >= {1}", "({0
 def _int_or_bool(*operands, **_):
     d = promote(*operands)
     if d.is_floating_point:
-        raise RuntimeError(f"bitwise ops are not implemented for '{d.name}' tensors")
+        raise NotImplementedError(f"bitwise ops are not implemented for '{d.name}' tensors")
     return d
 
 
@@ -243,7 +281,7 @@ clamp_p = Primitive(
     "clamp", _clamp_impl, dtype=lambda x, min, max: promote(x, *(v for v in (min, max)
                                                                 if v is not None)),
     shape=same_shape, vjp=(lambda g, x, out, min, max: _clamp_grad(g, x, min, max),),
-    saves=("self",), np="np.clip({0}, {min}, {max})", cuda="fmin(fmax({0}, {min}), {max})",
+    saves=("self",), np="np.clip({0}, {min}, {max})", cuda="({0} < {min} ? {min} : ({0} > {max} ? {max} : {0}))",
     kind="elementwise",
     inplace=lambda xp, x, min, max: xp.clip(x, min, max, out=x))
 
@@ -406,11 +444,12 @@ def clamp(input, min=None, max=None):  # noqa: A002
     if min is None and max is None:
         raise op_error("clamp", "At least one of 'min' or 'max' must not be None")
     if isinstance(min, Tensor) or isinstance(max, Tensor):
+        # where, not maximum/minimum: on a tie the gradient goes to input, as in PyTorch
         out = input
         if min is not None:
-            out = maximum(out, min)
+            out = where(out < min, min, out)
         if max is not None:
-            out = minimum(out, max)
+            out = where(out > max, max, out)
         return out
     return bind(clamp_p, input, min=min, max=max)
 

@@ -170,14 +170,14 @@ def _gather_impl(xp, x, index, dim):
     if index.shape[dim] and x.size:
         lim = x.shape[dim]
         if (index >= lim).any() or (index < -lim).any():
-            raise IndexError(f"index {int(index.max())} is out of bounds for dimension {dim} with "
-                             f"size {lim}")
+            raise RuntimeError(f"index {int(index.max())} is out of bounds for dimension {dim} "
+                               f"with size {lim}")
     return x[_gather_key(xp, index, dim)]
 
 
 def _gather_dtype(x, index, dim):
-    if index.dtype is not dtypes.int64:
-        raise RuntimeError("gather(): Expected dtype int64 for index")
+    if index.dtype not in (dtypes.int64, dtypes.int32):
+        raise RuntimeError("gather(): Expected dtype int32/int64 for index")
     return x.dtype
 
 

@@ -49,7 +49,7 @@ def _extremum_grad(g, x, out, dims, keepdim):
 
 
 def _nonempty(xp, f, x, dims, keepdim, name):
-    if x.size == 0 and (not dims or any(x.shape[d] == 0 for d in dims)):
+    if x.size == 0 and (not dims or 0 in [x.shape[d] for d in dims]):   # any() is shadowed
         raise IndexError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0.")
     return f(x, axis=dims, keepdims=keepdim)
 
@@ -71,17 +71,20 @@ amin_p = Primitive(
 
 
 def _prod_grad(g, x, out, dims, keepdim):
-    """d prod / dx_i = prod of the others, exact where x holds zeros."""
+    """d prod / dx_i = prod of the others, exact where x holds zeros.
+
+    The others' product is (product of the non-zeros p, over x_i if x_i != 0) times
+    the product of the zeros other than x_i, written exact to first order (1, the one
+    other zero, or 0) so that the second derivative at zeros is exact too.
+    """
     from .elementwise import eq, where
     zero = eq(x, 0)
-    n_zero = sum(zero, dims, keepdim=True)
-    others_if_zero = prod(where(zero, 1.0, x), dims, keepdim=True)
-    g_k = _expand_back(g, x.shape, dims, keepdim)
-    out_k = _expand_back(out, x.shape, dims, keepdim)
     safe_x = where(zero, 1.0, x)
-    nonzero_case = out_k / safe_x
-    zero_case = where(eq(n_zero, 1), others_if_zero, 0.0)
-    return g_k * where(zero, _expand_back(zero_case, x.shape, dims, True), nonzero_case)
+    p = prod(safe_x, dims, keepdim=True)
+    other_zeros = sum(zero, dims, keepdim=True) - where(zero, 1, 0)
+    zeros_sum = sum(where(zero, x, 0.0), dims, keepdim=True) - where(zero, x, 0.0)
+    rest = where(eq(other_zeros, 0), 1.0, where(eq(other_zeros, 1), zeros_sum, 0.0))
+    return _expand_back(g, x.shape, dims, keepdim) * where(zero, p, p / safe_x) * rest
 
 
 prod_p = Primitive(

@@ -15,7 +15,7 @@ def broadcast(*shapes, **_):
             elif n != 1 and n != out[j]:
                 raise RuntimeError(
                     f"The size of tensor a ({out[j]}) must match the size of tensor b ({n}) at "
-                    f"non-singleton dimension {i}")
+                    f"non-singleton dimension {j}")
     return tuple(out)
 
 

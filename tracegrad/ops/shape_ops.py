@@ -310,8 +310,10 @@ def contiguous(input, memory_format=None):
 
 
 def flip(input, dims):
-    from .index_ops import index
+    """A reversed copy (PyTorch's flip copies); a user's key refuses negative steps."""
+    from .elementwise import clone
+    from .index_ops import index_p
     dims = [norm_dim(d, input.ndim) for d in (dims if isinstance(dims, (list, tuple))
                                               else (dims,))]
-    return index(input, tuple(slice(None, None, -1) if i in dims else slice(None)
-                              for i in range(input.ndim)))
+    spec = tuple(("s", None, None, -1 if i in dims else None) for i in range(input.ndim))
+    return clone(bind(index_p, input, spec=spec))
