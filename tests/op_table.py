@@ -125,6 +125,20 @@ for _name, _prim, _ref, _dom in UNARY:
     op(f"{_name}[0d].method", lambda lib, x, n=_name: getattr(x, n)(), _ref, [()], [_prim],
        domain=_dom)
 
+
+
+def _derivative(lib, f, x):
+    """f'(x) as a differentiable tensor: exercises the backward primitives of f."""
+    with lib.enable_grad():       # gradcheck's finite differences run under no_grad
+        if not x.requires_grad:
+            x = x.detach().requires_grad_(True)
+        return lib.autograd.grad(f(x).sum(), x, create_graph=True)[0]
+
+
+op("tanh_backward[d tanh]", lambda lib, x: _derivative(lib, lib.tanh, x),
+   lambda x: 1 - np.tanh(x) ** 2, [(3, 4)], ["tanh_backward"])
+op("sigmoid_backward[d sigmoid]", lambda lib, x: _derivative(lib, lib.sigmoid, x),
+   lambda x: _sigmoid(x) * (1 - _sigmoid(x)), [(3, 4)], ["sigmoid_backward"])
 op("neg[operator]", lambda lib, x: -x, np.negative, [(2, 3)], ["neg"])
 op("abs[operator]", lambda lib, x: abs(x), np.abs, [(2, 3)], ["abs"])
 def _gelu(lib, x, **kw):

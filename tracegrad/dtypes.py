@@ -124,12 +124,32 @@ def _combine(higher, lower):
     return higher
 
 
-def result_type(*operands):
+def result_type(*operands, **_):
     """The dtype PyTorch gives an op over ``operands`` (tensors, avals or scalars).
 
     An operand is a tensor-like when it has ``dtype`` and ``ndim``; anything else
     is a Python scalar.
     """
+    n = len(operands)
+    if n == 1:
+        d = getattr(operands[0], "dtype", None)
+        if d is not None:
+            return d
+    elif n == 2:     # the common cases, decided without the general walk
+        a, b = operands
+        ta, tb = type(a), type(b)
+        if ta is _py_float or ta is _py_int:
+            a, b, ta, tb = b, a, tb, ta
+        da = getattr(a, "dtype", None)
+        if da is not None:
+            if tb is _py_float:
+                if da._cat == 2:
+                    return da
+            elif tb is _py_int:
+                if da._cat >= 1:
+                    return da
+            elif getattr(b, "dtype", None) is da:
+                return da
     dim = zero = wrapped = None
     for x in operands:
         d = getattr(x, "dtype", None)

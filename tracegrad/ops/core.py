@@ -73,6 +73,9 @@ class Primitive:
         self.view = view                # output may share storage with args[0]
         self.inplace_impl = inplace     # impl writing into args[0], for no-grad in-place ops
         self.kind = kind                # "elementwise", "reduction", "shape", "other"
+        # Elementwise rules read only saved values; other rules may read the shape and dtype
+        # of an unsaved input, which they then receive as an Aval.
+        self.reads_avals = kind != "elementwise"
         cls_name = node or "".join(p.capitalize() for p in name.split("_")) + "Backward0"
         self.node_cls = type(cls_name, (PrimNode,), {"__slots__": ()}) if vjp else None
         PRIMITIVES[name] = self
@@ -96,24 +99,34 @@ class PrimNode(Node):
             raise RuntimeError(FREED_ERROR)
         g = grads[0]
         prim = self.prim
-        ins = [s.unpack(self) if type(s) is SavedTensor else s if s is not None else m
-               for s, m in zip(saved, self.in_meta)]
-        out = saved[-1].unpack(self) if saved[-1] is not None else None
+        params = self.params
+        in_meta = self.in_meta
+        ins = []
+        for s, m in zip(saved, in_meta):
+            if type(s) is SavedTensor:
+                ins.append(s.unpack(self))
+            elif s is not None or m is None or not prim.reads_avals:
+                ins.append(s)
+            else:               # unsaved input: its shape and dtype are what rules may read
+                ins.append(Aval(m[0], dtypes.from_numpy(m[1])))
+        last = saved[-1]
+        out = last.unpack(self) if last is not None else None
         nexts = self.next_functions
         if callable(prim.vjp):   # one rule for all inputs (variadic primitives)
-            raw = prim.vjp(g, *ins, out=out, **self.params)
+            raw = prim.vjp(g, *ins, out=out, **params)
         else:
-            raw = [None if fn is None or rule is None else rule(g, *ins, out=out, **self.params)
+            raw = [None if fn is None or rule is None else rule(g, *ins, out=out, **params)
                    for rule, (fn, _) in zip(prim.vjp, nexts)]
         res = []
-        for r, (fn, _), meta in zip(raw, nexts, self.in_meta):
+        for r, (fn, _), meta in zip(raw, nexts, in_meta):
             if r is None or fn is None:
                 res.append(None)
                 continue
-            if r._data.shape != meta.shape:
-                r = sum_to_shape(r, meta.shape)
-            if r._data.dtype != meta.dtype.np:
-                r = to_copy(r, dtype=meta.dtype)
+            data = r._data
+            if data.shape != meta[0]:
+                r = sum_to_shape(r, meta[0])
+            if data.dtype != meta[1]:
+                r = to_copy(r, dtype=dtypes.from_numpy(meta[1]))
             res.append(r)
         return res
 
@@ -182,12 +195,21 @@ def _xp(arrays):
 
 def bind(prim, *args, **params):
     """Apply ``prim`` eagerly to tensors (and Python scalars), recording autograd."""
-    arrays = [a._data if isinstance(a, Tensor) else a for a in args]
-    xp = np
-    for a in arrays:
-        if type(a) is not np.ndarray and hasattr(a, "__cuda_array_interface__"):
-            xp = _xp(arrays)
-            break
+    arrays = []
+    on_gpu = record = volatile = False
+    for a in args:
+        if isinstance(a, Tensor):
+            d = a._data
+            arrays.append(d)
+            if a._requires_grad:
+                record = True
+            if a._volatile:
+                volatile = True
+            if type(d) is not np.ndarray:
+                on_gpu = True
+        else:
+            arrays.append(a)
+    xp = np if not on_gpu else _xp(arrays)
     try:
         dt = prim.dtype(*args, **params)
         out = prim.impl(xp, *arrays, **params)
@@ -195,14 +217,10 @@ def bind(prim, *args, **params):
         raise _explain_failure(prim, args, params, exc) from None
     if type(out) is not np.ndarray and xp is np:
         out = np.asarray(out)
-    if out.dtype != dt.np:
-        out = out.astype(dt.np)
+    want = dt.np
+    if out.dtype is not want and out.dtype != want:
+        out = out.astype(want)
     t = Tensor._make(out)
-    record = volatile = False
-    for a in args:
-        if isinstance(a, Tensor):
-            record |= a._requires_grad
-            volatile |= a._volatile
     if volatile:      # a deprecated volatile Variable among the inputs: no history downstream
         t._volatile = True
     elif record and _gm.grad_enabled and prim.vjp is not None and dt.is_floating_point:
@@ -223,8 +241,15 @@ def _record(prim, out, args, params):
     saved = [None] * (len(args) + 1)
     for i, a in enumerate(args):
         if isinstance(a, Tensor):
-            next_functions.append(a._grad_edge())
-            in_meta.append(Aval(a._data.shape, dtypes.from_numpy(a._data.dtype)))
+            if a._base is not None:
+                next_functions.append(a._grad_edge())
+            elif a._grad_fn is not None:
+                next_functions.append((a._grad_fn, a._output_nr))
+            elif a._requires_grad:
+                next_functions.append((grad_accumulator(a), 0))
+            else:
+                next_functions.append((None, 0))
+            in_meta.append((a._data.shape, a._data.dtype))
         else:
             next_functions.append((None, 0))
             in_meta.append(None)
@@ -236,7 +261,8 @@ def _record(prim, out, args, params):
         a = args[i]
         if isinstance(a, Tensor):
             saved[i] = SavedTensor(a)
-    node = prim.node_cls(tuple(next_functions), ((out._data.shape, out._data.dtype, None),))
+    data = out._data
+    node = prim.node_cls(tuple(next_functions), ((data.shape, data.dtype, None),))
     node.prim, node.params, node.in_meta = prim, params, in_meta
     out._grad_fn = node
     out._requires_grad = True
