@@ -156,6 +156,9 @@ class Tensor:
             return self
         if requires_grad and self._volatile:
             return self
+        if requires_grad and self.is_inference() and not grad_mode._state.inference:
+            raise RuntimeError("Setting requires_grad=True on inference tensor outside "
+                               "InferenceMode is not allowed.")
         if requires_grad and self._data.dtype.kind != "f":
             raise RuntimeError(
                 f"only Tensors of floating point and complex dtype can require gradients "
@@ -191,11 +194,13 @@ class Tensor:
                 raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type "
                                 f"{type(value).__name__}")
             if value.shape != self.shape:
-                raise RuntimeError(f"assigned grad has data of a different size: expected "
-                                   f"{self.shape}, got {value.shape}")
+                raise RuntimeError(f"attempting to assign a gradient of size '{list(value.shape)}' "
+                                   f"to a tensor of size '{list(self.shape)}'. Please ensure that "
+                                   f"the gradient and the tensor are the same size")
             if value.dtype is not self.dtype:
-                raise RuntimeError(f"assigned grad has data of a different type: expected "
-                                   f"{self.dtype}, got {value.dtype}")
+                raise RuntimeError(f"attempting to assign a gradient with dtype '{value.dtype}' to "
+                                   f"a tensor with dtype '{self.dtype}'. Please ensure that the "
+                                   f"gradient and the tensor have the same dtype")
         self._grad = value
 
     @property
@@ -215,7 +220,8 @@ class Tensor:
         return self._vc.value
 
     def is_inference(self):
-        return self._is_inference
+        # a view of an inference tensor is one too, whatever mode it was taken in
+        return self._is_inference or (self._base is not None and self._base._is_inference)
 
     @property
     def data(self):
@@ -228,7 +234,7 @@ class Tensor:
 
     def detach(self):
         t = Tensor._make(self._data, vc=self._vc)
-        t._is_inference = self._is_inference
+        t._is_inference = self.is_inference()
         return t
 
     def detach_(self):

@@ -32,7 +32,7 @@ def report(node):
     if trace:
         warnings.warn(
             f"Error detected in {node.name()}. Traceback of forward call that caused the error:\n"
-            + trace, RuntimeWarning, stacklevel=2)
+            + trace, UserWarning, stacklevel=2)
 
 
 class detect_anomaly:

@@ -160,7 +160,7 @@ def _call_tensor_hooks(node, grads):
                     continue
                 r = fn(grads[nr])
                 if r is not None:
-                    grads[nr] = r
+                    grads[nr] = _check_hook_result(fn, grads[nr], r)
     if node._retain_grad:
         for nr, ref in node._retain_grad.items():
             t = ref()
@@ -172,6 +172,23 @@ def _call_tensor_hooks(node, grads):
                 t._grad = clone(g) if _gm.grad_enabled else g.detach().clone()
             else:
                 t._grad = t._grad + g
+
+
+def _hook_name(fn):
+    return getattr(fn, "__name__", type(fn).__name__)
+
+
+def _check_hook_result(fn, old, new):
+    """A tensor hook may replace the gradient, but only with one of the same size and type."""
+    from ..tensor import Tensor
+    if not isinstance(new, Tensor):
+        raise TypeError(f"expected Variable, but hook returned '{type(new).__name__}'")
+    if new.shape != old.shape:
+        raise RuntimeError(f"hook '{_hook_name(fn)}' has changed the size of value")
+    if new.dtype is not old.dtype:
+        raise RuntimeError(f"hook '{_hook_name(fn)}' has changed the type of value (was "
+                           f"{old.type()} got {new.type()})")
+    return new
 
 
 def _accumulate(var, g, create_graph):
@@ -312,7 +329,14 @@ def _apply(node, grads):
         for fn in list(node._post_hooks.values()):
             r = fn(tuple(out), tuple(grads))
             if r is not None:
+                if len(r) != len(out):
+                    raise RuntimeError(f"hook '{_hook_name(fn)}' has returned an incorrect number "
+                                       f"of values (got {len(r)}, but expected {len(out)})")
                 out = list(r)
     if _Anomaly.enabled and _Anomaly.check_nan:
-        _check_nan(node, out)
+        try:
+            _check_nan(node, out)
+        except RuntimeError:
+            report(node)
+            raise
     return out

@@ -77,8 +77,7 @@ class BackwardCFunction(Node, FunctionCtx):
                                f"at position {i + 1}, but the corresponding forward input was not "
                                f"a Variable")
         if not isinstance(g, Tensor):
-            raise TypeError(f"function {self.name()} returned a gradient of type "
-                            f"{type(g).__name__} at position {i + 1}; expected a Tensor")
+            raise RuntimeError(f"expected Variable or None (got {type(g).__name__})")
         if self.next_functions[i][0] is None:
             return None
         shape, dt = meta
@@ -150,15 +149,35 @@ class Function(metaclass=FunctionMeta):
                 outputs = cls.forward(ctx, *args, **kwargs)
         single = not isinstance(outputs, tuple)
         outs = (outputs,) if single else outputs
+        _check_ctx(ctx, outs)
         if record:
             outs = _connect(ctx, args, is_tensor, outs)
+        else:
+            for t in ctx._dirty:        # PyTorch bumps a dirty tensor's version once more
+                t._vc.value += 1
+                if t._base is not None:
+                    t._view_version = t._vc.value
         ctx._saved = tuple(_save(t, outs) for t in ctx._to_save)
         ctx._to_save = ()
         return outs[0] if single else outs
 
 
+def _check_ctx(ctx, outs):
+    """What forward told ctx must make sense, as PyTorch checks it."""
+    from ..tensor import Tensor
+    for i, t in enumerate(ctx._to_save):
+        if t is not None and not isinstance(t, Tensor):
+            raise TypeError(f"save_for_backward can only save variables, but argument {i} is of "
+                            f"type {type(t).__name__}")
+    out_ids = {id(o) for o in outs}
+    if any(id(t) not in out_ids for t in ctx._dirty):
+        raise RuntimeError("Some elements marked as dirty during the forward method were not "
+                           "returned as output. The inputs that are modified inplace must all be "
+                           "outputs of the Function.")
+
+
 def _connect(ctx, args, is_tensor, outs):
-    from ..ops.core import check_inplace
+    from ..ops.core import _rebase_view, check_inplace
     from ..tensor import Tensor
     ctx.next_functions = tuple(a._grad_edge() if t else (None, 0) for t, a in zip(is_tensor, args))
     ctx._in_meta = tuple((a.shape, a.dtype) if t else None for t, a in zip(is_tensor, args))
@@ -174,10 +193,16 @@ def _connect(ctx, args, is_tensor, outs):
         meta.append((o._data.shape, o._data.dtype, None))
         if id(o) in dirty:
             check_inplace(o, ctx.name())    # the forward wrote into this input
+            o._vc.value += 1                # PyTorch bumps a dirty tensor's version once more
         elif id(o) in inputs:
             o = Tensor._make(o._data, vc=o._vc)    # an input returned unchanged: a new alias
         if id(o) in non_diff or not o.is_floating_point():
             o._requires_grad = o._requires_grad and id(o) in dirty
+        elif id(o) in dirty and o._base is not None:
+            # written through a view: the base gets a CopySlices history, as in core.inplace
+            new = Tensor._make(o._data, grad_fn=ctx, output_nr=i)
+            _rebase_view(o, new)
+            o._view_version = o._vc.value
         else:
             o._grad_fn, o._output_nr, o._requires_grad = ctx, i, True
         result.append(o)
@@ -192,8 +217,8 @@ def _save(t, outs):
     return SavedTensor(t, is_output=is_output and t._grad_fn is not None)
 
 
-class _DelayedError(Node):
-    """Backward of a ``once_differentiable`` result: differentiating it raises."""
+class Error(Node):
+    """Backward of a ``once_differentiable`` result: differentiating it raises (PyTorch's name)."""
     __slots__ = ()
 
     def apply(self, grads):
@@ -215,8 +240,8 @@ def once_differentiable(fn):
             return outputs
         single = not isinstance(outputs, tuple)
         outs = (outputs,) if single else outputs
-        node = _DelayedError(tuple(a._grad_edge() for a in needs),
-                             tuple((a._data.shape, a._data.dtype, None) for a in needs))
+        node = Error(tuple(a._grad_edge() for a in needs),
+                     tuple((a._data.shape, a._data.dtype, None) for a in needs))
         wrapped = tuple(Tensor._make(o._data, grad_fn=node) if isinstance(o, Tensor) else o
                         for o in outs)
         return wrapped[0] if single else wrapped

@@ -8,7 +8,7 @@ from .engine import grad
 
 
 def _as_tuple(x):
-    return (x, False) if not isinstance(x, (tuple, list)) else (tuple(x), True)
+    return ((x,), False) if not isinstance(x, (tuple, list)) else (tuple(x), True)
 
 
 def _prepare(inputs, create_graph):
@@ -26,6 +26,16 @@ def _finish(x, create_graph):
     if x is None:
         return None
     return x if create_graph else x.detach()
+
+
+def _check_v(vs, refs):
+    """``v`` must match, one tensor for one, the tensors it multiplies."""
+    if len(vs) != len(refs):
+        raise RuntimeError(f"v is a tuple of invalid length: should be {len(refs)} but got "
+                           f"{len(vs)}.")
+    for v, r in zip(vs, refs):
+        if v.shape != r.shape:
+            raise RuntimeError(f"v has invalid size: should be {r.shape} but got {v.shape}.")
 
 
 def _check_independent(grads, strict, out_idx, what="Output"):
@@ -81,8 +91,8 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
     def scalar_func(*xs):
         out = func(*xs)
         if isinstance(out, (tuple, list)) or out.numel() != 1:
-            raise RuntimeError("The function given to hessian should return a single Tensor with a "
-                               "single element")
+            raise RuntimeError("The Tensor returned by the function given to hessian should "
+                               "contain a single element")
         return out.reshape(())
 
     def jac_func(*xs):
@@ -106,6 +116,7 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
         vs = (None,)
     else:
         vs, _ = _as_tuple(v)
+        _check_v(vs, outputs)
     diff = [o for o in outputs if o.requires_grad]
     gs = grad([o for o in diff], inputs, [g for o, g in zip(outputs, vs) if o.requires_grad],
               create_graph=create_graph, allow_unused=True) if diff else (None,) * len(inputs)
@@ -130,6 +141,7 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
         vs = (ones_like(inputs[0]),)
     else:
         vs, _ = _as_tuple(v)
+        _check_v(vs, inputs)
     outputs, out_tuple = _as_tuple(func(*inputs))
     cotangents = tuple(zeros_like(o).requires_grad_(True) for o in outputs)
     gs = grad(outputs, inputs, cotangents, create_graph=True, allow_unused=True)
@@ -153,6 +165,13 @@ def vhp(func, inputs, v=None, create_graph=False, strict=False):
         out = func(*xs)
         return grad(out, xs, create_graph=True, allow_unused=True)
 
+    if v is None:
+        if len(inputs_t) != 1 or inputs_t[0].numel() != 1:
+            raise RuntimeError("The vector v can only be None if the input to the user-provided "
+                               "function is a single Tensor with a single element.")
+        from ..creation import ones_like
+        v = ones_like(inputs_t[0])
+    _check_v(_as_tuple(v)[0], inputs_t)
     xs = _prepare(inputs_t, create_graph)
     with_graph = func(*xs)
     _, res = vjp(lambda *a: tuple(grad_func(*a)), xs, v, create_graph=create_graph, strict=strict)

@@ -64,9 +64,12 @@ def analytical_jacobian(fn, inputs):
     outs = _tensor_outputs(fn(*inputs))
     jac = []
     for o in outs:
+        if not o.requires_grad:
+            jac.append(None)     # gradcheck then expects a zero numerical Jacobian
+            continue
         rows = [np.zeros((x.numel(), o.numel())) for x in inputs if isinstance(x, Tensor)
                 and x.requires_grad]
-        if o.requires_grad and diff:
+        if diff:
             for m in range(o.numel()):
                 go = zeros_like(o)
                 go._data.reshape(-1)[m] = 1
@@ -103,6 +106,11 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
         if b is not None and not np.array_equal(x._data, b, equal_nan=True):
             return _fail("gradcheck: the function modified its input in place", raise_exception)
     for k, (num_row, ana_row) in enumerate(zip(numerical, analytical)):
+        if ana_row is None:
+            if any(n is not None and not np.allclose(n, 0, atol=atol) for n in num_row):
+                return _fail("Numerical gradient for function expected to be zero",
+                             raise_exception)
+            continue
         for i, (n, a) in enumerate(zip(num_row, ana_row)):
             if n is None:
                 continue
@@ -135,8 +143,7 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
     inputs = _as_tuple(inputs)
     diff_idx = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
     if grad_outputs is None:
-        with grad_mode.no_grad():
-            outs = _tensor_outputs(func(*inputs))
+        outs = _tensor_outputs(func(*inputs))   # with grad on: only differentiable outputs count
         grad_outputs = tuple(randn(o.shape, dtype=o.dtype, requires_grad=True)
                              for o in outs if o.requires_grad)
     grad_outputs = _as_tuple(grad_outputs)
@@ -144,8 +151,9 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
 
     def first_derivative(*args):
         ins, gos = args[:n_in], args[n_in:]
-        outs = [o for o in _tensor_outputs(func(*ins)) if o.requires_grad]
-        gs = grad(outs, [ins[i] for i in diff_idx], gos, create_graph=True, allow_unused=True)
+        with grad_mode.enable_grad():    # finite differences call this under no_grad
+            outs = [o for o in _tensor_outputs(func(*ins)) if o.requires_grad]
+            gs = grad(outs, [ins[i] for i in diff_idx], gos, create_graph=True, allow_unused=True)
         return tuple(g for g in gs if g is not None)
 
     return gradcheck(first_derivative, inputs + grad_outputs, eps=eps, atol=atol, rtol=rtol,

@@ -10,12 +10,16 @@ active ``saved_tensors_hooks``, and are freed after a backward without
 ``retain_graph``.
 """
 import itertools
+import re
 import threading
 import weakref
 
 from .anomaly_mode import _Anomaly, forward_stack
 
 _seq = itertools.count()
+
+# Nodes that PyTorch implements in C++ report a qualified ``name()``; code compares against it.
+_CPP_NODES = frozenset(("AccumulateGrad", "CopySlices", "Error", "GraphRoot"))
 
 FREED_ERROR = (
     "Trying to backward through the graph a second time (or directly access saved tensors after "
@@ -59,7 +63,7 @@ class Node:
     """One backward function of the autograd graph."""
     _materialize = False     # custom Functions fill missing output grads with zeros
     __slots__ = ("next_functions", "_seq", "_pre_hooks", "_post_hooks", "_tensor_pre_hooks",
-                 "_retain_grad", "_anomaly_trace", "_out_meta", "metadata", "__weakref__")
+                 "_retain_grad", "_anomaly_trace", "_out_meta", "_metadata", "__weakref__")
 
     def __init__(self, next_functions, out_meta):
         self.next_functions = next_functions
@@ -68,10 +72,18 @@ class Node:
         self._pre_hooks = self._post_hooks = self._tensor_pre_hooks = None
         self._retain_grad = None
         self._anomaly_trace = forward_stack() if _Anomaly.enabled else None
-        self.metadata = None
+        self._metadata = None
+
+    @property
+    def metadata(self):
+        """A dict for the user's notes on this node (made on first use)."""
+        if self._metadata is None:
+            self._metadata = {}
+        return self._metadata
 
     def name(self):
-        return type(self).__name__
+        n = type(self).__name__
+        return "torch::autograd::" + n if n in _CPP_NODES else n
 
     def __repr__(self):
         return f"<{type(self).__name__} object at {id(self):#x}>"
@@ -197,21 +209,27 @@ def _describe(array):
 
 class SavedTensor:
     """A tensor saved for backward, checked against in-place change on unpack."""
-    __slots__ = ("tensor", "data", "vc", "version", "packed", "unpack_hook", "origin", "is_output")
+    __slots__ = ("tensor", "data", "vc", "version", "packed", "unpack_hook", "output_nr",
+                 "is_output", "meta")
 
     def __init__(self, t, is_output=False):
-        if t._is_inference:
+        if t.is_inference():
             raise RuntimeError(
-                "Inference tensors cannot be saved for backward. To work around you can make a "
-                "clone to get a normal tensor and use it in autograd.")
+                "Inference tensors cannot be saved for backward. Please do not use Tensors created "
+                "in inference mode in computation tracked by autograd. To work around this, you "
+                "can make a clone to get a normal tensor and use it in autograd, or use "
+                "`tracegrad.no_grad()` instead of `tracegrad.inference_mode()`.")
         self.vc = t._vc
         self.version = t._vc.value
         self.is_output = is_output
         fn = t._grad_fn
-        self.origin = (f"which is output {t._output_nr} of {fn.name()}" if fn is not None else None)
+        self.output_nr = t._output_nr
         self.packed = self.unpack_hook = self.tensor = self.data = None
+        self.meta = None
         if _hooks_state.stack:
             pack, self.unpack_hook = _hooks_state.stack[-1]
+            if t._requires_grad:     # what unpack gives back gets t's autograd identity
+                self.meta = (None if is_output else fn, t._output_nr, t._grad_acc)
             self.packed = pack(t)
         elif is_output:
             self.data = t._data      # no strong ref to the output itself: no cycle through grad_fn
@@ -220,18 +238,46 @@ class SavedTensor:
 
     def unpack(self, node):
         if self.vc.value != self.version:
-            origin = f", {self.origin}," if self.origin else ""
+            origin = self._origin(node)
             array = self.tensor._data if self.tensor is not None else self.data
             desc = _describe(array) if array is not None else "a saved tensor"
             raise RuntimeError(
                 f"one of the variables needed for gradient computation has been modified by an "
-                f"inplace operation: {desc}{origin} is at version {self.vc.value}; expected version "
-                f"{self.version} instead (needed by {node.name()}). Hint: enable anomaly detection "
-                f"to find the operation that failed to compute its gradient, with "
-                f"tracegrad.autograd.set_detect_anomaly(True).")
+                f"inplace operation: {desc}{origin} is at version {self.vc.value}; expected "
+                f"version {self.version} instead. It was saved for {node.name()}. Hint: enable "
+                f"anomaly detection to find the operation that failed to compute its gradient, "
+                f"with tracegrad.autograd.set_detect_anomaly(True, check_nan=False).")
         if self.unpack_hook is not None:
-            return self.unpack_hook(self.packed)
+            return self._with_history(self.unpack_hook(self.packed), node)
         if self.is_output:
             from ..tensor import Tensor
-            return Tensor._make(self.data, node, vc=self.vc)
+            return Tensor._make(self.data, node, vc=self.vc, output_nr=self.output_nr)
         return self.tensor
+
+    def _origin(self, node):
+        """PyTorch's ", which is output N of Op," where Op made the value as it is now."""
+        if self.is_output:
+            fn, nr = node, self.output_nr
+        elif self.tensor is not None:
+            fn, nr = self.tensor._grad_fn, self.tensor._output_nr
+        else:
+            fn, nr = self.meta[:2] if self.meta is not None else (None, 0)
+        if fn is None:
+            return ""
+        return f", which is output {nr} of {re.sub(r'Backward[0-9]*$', '', fn.name())},"
+
+    def _with_history(self, t, node):
+        """As PyTorch: the unpacked value is a new tensor with the saved one's grad_fn (or,
+        for a leaf, its grad accumulator), whatever the unpack hook returned."""
+        from ..tensor import Tensor
+        if not isinstance(t, Tensor):
+            raise TypeError(f"Output of saved tensor unpack_hook expected to be a Tensor but got "
+                            f"result of type {type(t).__name__}")
+        if self.meta is None:
+            return t
+        fn, output_nr, grad_acc = self.meta
+        out = Tensor._make(t._data, grad_fn=node if self.is_output else fn, requires_grad=True,
+                           vc=t._vc, output_nr=output_nr)
+        if out._grad_fn is None:
+            out._grad_acc = grad_acc
+        return out
