@@ -14,6 +14,9 @@ from .device import CPU, as_device, device_of, to_device
 from .autograd.graph import _HookDict, add_hook, grad_accumulator
 
 
+_DTYPE_OF = {d.np: d for d in dtypes.ALL}   # NumPy dtype -> tracegrad dtype, for _make
+
+
 class _Version:
     """A version counter, shared by a tensor and its views."""
     __slots__ = ("value",)
@@ -45,13 +48,14 @@ NON_LEAF_GRAD_WARNING = (
 class Tensor:
     __slots__ = ("_data", "_requires_grad", "_grad", "_grad_fn", "_output_nr", "_vc", "_base",
                  "_view_steps", "_view_version", "_backward_hooks", "_post_acc_hooks",
-                 "_grad_acc", "_retains_grad", "_is_inference", "_volatile", "__weakref__")
+                 "_grad_acc", "_retains_grad", "_is_inference", "_volatile", "dtype", "__weakref__")
 
     # construction ------------------------------------------------------------
     @classmethod
     def _make(cls, data, grad_fn=None, requires_grad=False, vc=None, output_nr=0):
         t = object.__new__(cls)
         t._data = data
+        t.dtype = _DTYPE_OF.get(data.dtype) or dtypes.from_numpy(data.dtype)
         t._grad_fn = grad_fn
         t._requires_grad = requires_grad or grad_fn is not None
         t._grad = None
@@ -100,10 +104,6 @@ class Tensor:
         return int(self._data.size)
 
     nelement = numel
-
-    @property
-    def dtype(self):
-        return dtypes.from_numpy(self._data.dtype)
 
     @property
     def device(self):
@@ -231,6 +231,7 @@ class Tensor:
     @data.setter
     def data(self, value):
         self._data = value._data
+        self.dtype = value.dtype
 
     def detach(self):
         t = Tensor._make(self._data, vc=self._vc)

@@ -1,14 +1,13 @@
 """The backward engine: ``backward`` and ``grad`` over the graph of ``Node``s.
 
-One pass counts, for every node reachable from the roots, how many edges
-lead into it; nodes then run once all their gradients have arrived, newest
-first (by creation order, as PyTorch's engine does on one device). Before a
-node runs: its tensors' hooks, ``retain_grad``, and its pre-hooks; after it:
-its post-hooks, anomaly checks, and, without ``retain_graph``, freeing of its
+One pass finds every node reachable from the roots; they then run newest
+first. A node is always made after the nodes that produced its inputs, so
+that order is topological: every node runs after all its gradients have
+arrived (PyTorch's engine also runs newest-first on one device). Before a node
+runs: its tensors' hooks, ``retain_grad``, and its pre-hooks; after it: its
+post-hooks, anomaly checks, and, without ``retain_graph``, freeing of its
 saved tensors.
 """
-import heapq
-
 from . import grad_mode
 from .anomaly_mode import _Anomaly, report
 from .graph import AccumulateGrad
@@ -110,22 +109,15 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 
 
 def _collect(roots):
-    """Dependency counts for every node reachable from ``roots``."""
-    deps = {}
-    seen = set()
-    stack = [n for n in roots if n is not None]
-    for n in stack:
-        seen.add(n)
+    """Every node reachable from ``roots``."""
+    seen = {n for n in roots if n is not None}
+    stack = list(seen)
     while stack:
-        node = stack.pop()
-        for nxt, _ in node.next_functions:
-            if nxt is None:
-                continue
-            deps[nxt] = deps.get(nxt, 0) + 1
-            if nxt not in seen:
+        for nxt, _ in stack.pop().next_functions:
+            if nxt is not None and nxt not in seen:
                 seen.add(nxt)
                 stack.append(nxt)
-    return deps, seen
+    return seen
 
 
 def _needed(nodes, targets):
@@ -222,7 +214,7 @@ def run(outputs, root_grads, retain_graph, create_graph, inputs, accumulate):
     for (node, nr), g in zip(root_edges, root_grads):
         buf = buffers.setdefault(node, [None] * node.num_outputs)
         buf[nr] = g if buf[nr] is None else buf[nr] + g
-    deps, nodes = _collect([n for n, _ in root_edges])
+    nodes = _collect([n for n, _ in root_edges])
 
     captures = {}          # node -> {output_nr: index into inputs}
     input_edges = []
@@ -237,31 +229,42 @@ def run(outputs, root_grads, retain_graph, create_graph, inputs, accumulate):
         needed = None
     captured = [None] * (len(inputs) if inputs is not None else 0)
 
-    ready = [(-n._seq, id(n), n) for n in buffers if deps.get(n, 0) == 0]
-    heapq.heapify(ready)
+    order = sorted(nodes, key=_seq_of, reverse=True)
+    simple = not captures and not _Anomaly.enabled
     prev_mode = _gm.grad_enabled
     _gm.grad_enabled = create_graph
     try:
-        while ready:
-            _, _, node = heapq.heappop(ready)
-            grads = buffers.pop(node, None) or [None] * node.num_outputs
-            out = _run_node(node, grads, captures.get(node), captured, inputs, needed,
-                            accumulate, retain_graph, create_graph)
+        for node in order:
+            grads = buffers.pop(node, None)
+            if grads is None:
+                continue        # no gradient reached this node
+            if (simple and node._tensor_pre_hooks is None and node._pre_hooks is None
+                    and node._retain_grad is None and node._post_hooks is None
+                    and not node._materialize and type(node) is not AccumulateGrad):
+                out = node.apply(grads)     # the common case: no hooks, nothing to capture
+                if not retain_graph:
+                    node.release()
+            else:
+                out = _run_node(node, grads, captures.get(node), captured, inputs, needed,
+                                accumulate, retain_graph, create_graph)
             for (nxt, nr), g in zip(node.next_functions, out):
-                if nxt is None:
+                if g is None or nxt is None:
                     continue
-                if g is not None:
-                    buf = buffers.get(nxt)
-                    if buf is None:
-                        buf = buffers[nxt] = [None] * nxt.num_outputs
-                    buf[nr] = g if buf[nr] is None else buf[nr] + g
-                left = deps[nxt] - 1
-                deps[nxt] = left
-                if left == 0:
-                    heapq.heappush(ready, (-nxt._seq, id(nxt), nxt))
+                buf = buffers.get(nxt)
+                if buf is None:
+                    buf = buffers[nxt] = [None] * len(nxt._out_meta)
+                    buf[nr] = g
+                elif buf[nr] is None:
+                    buf[nr] = g
+                else:
+                    buf[nr] = buf[nr] + g
     finally:
         _gm.grad_enabled = prev_mode
     return captured
+
+
+def _seq_of(node):
+    return node._seq
 
 
 def _run_node(node, grads, cap, captured, inputs, needed, accumulate, retain_graph, create_graph):

@@ -7,7 +7,7 @@ checks, knows which inputs need gradients, and is what ``grad_fn`` shows.
 import functools
 
 from . import grad_mode
-from .graph import FREED_ERROR, Node, SavedTensor
+from .graph import FREED_ERROR, Node, SavedTensor, _seq
 
 _gm = grad_mode._state
 
@@ -180,6 +180,7 @@ def _connect(ctx, args, is_tensor, outs):
     from ..ops.core import _rebase_view, check_inplace
     from ..tensor import Tensor
     ctx.next_functions = tuple(a._grad_edge() if t else (None, 0) for t, a in zip(is_tensor, args))
+    ctx._seq = next(_seq)    # newer than any AccumulateGrad just made for its inputs
     ctx._in_meta = tuple((a.shape, a.dtype) if t else None for t, a in zip(is_tensor, args))
     dirty = {id(t) for t in ctx._dirty}
     non_diff = {id(t) for t in ctx._non_differentiable}
