@@ -101,6 +101,26 @@ def test_gradcheck_non_tensor_and_constant_args():
     assert tg.autograd.gradgradcheck(lambda t, k, u: (t * k * u).exp(), (x, 0.5, c))
 
 
+def test_gradcheck_non_contiguous_and_empty_inputs():
+    x = tg.randn(3, 4, dtype=tg.float64).t().requires_grad_()
+    y = tg.randn(4, 6, dtype=tg.float64)[:, ::2].requires_grad_()
+    assert not x.is_contiguous() and not y.is_contiguous()
+    assert tg.autograd.gradcheck(lambda a, b: (a * b).sin(), (x, y))
+    assert tg.autograd.gradgradcheck(lambda a, b: (a * b).sin(), (x, y))
+    e = tg.ones(0, 3, dtype=tg.float64, requires_grad=True)
+    assert tg.autograd.gradcheck(lambda a, b: tg.cat([a, b]).exp(), (e, y))
+
+
+def test_gradcheck_refuses_overlapping_inputs_like_torch():
+    torch = pytest.importorskip("torch")
+    for lib in (tg, torch):
+        x = lib.ones(1, dtype=lib.float64).expand(3).requires_grad_()
+        with pytest.raises(RuntimeError, match="The 0th input has a dimension with stride 0. "
+                                               "gradcheck only supports inputs that are "
+                                               "non-overlapping"):
+            lib.autograd.gradcheck(lambda t: t * 2, (x,))
+
+
 def test_gradcheck_needs_an_input_requiring_grad():
     with pytest.raises(ValueError, match="at least one input tensor to require gradient"):
         tg.autograd.gradcheck(lambda x: x * 2, (tg.ones(2, dtype=tg.float64),))

@@ -149,8 +149,6 @@ def test_retain_grad_keeps_non_leaf_grad():
     np.testing.assert_allclose(res[0], res[1])
 
 
-@pytest.mark.xfail(reason="ops/core.inplace: retain_grad stays on the pre-in-place grad_fn; "
-                          "PyTorch moves it to the new one; see report")
 def test_retain_grad_follows_inplace_vs_torch():
     torch = pytest.importorskip("torch")
     res = []

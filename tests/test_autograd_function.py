@@ -399,9 +399,6 @@ def test_non_tensor_and_integer_outputs_vs_torch():
     np.testing.assert_allclose(res[0], res[1])
 
 
-@pytest.mark.xfail(reason="ops/shape_ops.view: refuses any non-contiguous input, but the "
-                          "gradient of sum() is a stride-0 expand that PyTorch can view; "
-                          "see report")
 def test_backward_can_view_an_expanded_grad():
     class Flat(tg.autograd.Function):
         @staticmethod

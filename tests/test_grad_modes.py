@@ -196,8 +196,6 @@ def test_inference_tensor_views_and_requires_grad_vs_torch():
         assert u.requires_grad
 
 
-@pytest.mark.xfail(reason="ops/core.check_inplace reads target._is_inference, so a view of an "
-                          "inference tensor can be written outside inference mode; see report")
 def test_inplace_on_view_of_inference_tensor_raises():
     with tg.inference_mode():
         t = tg.ones(3)

@@ -446,6 +446,37 @@ def test_reshape_invalid():
                   match=("shape '[4, 2]' is invalid for input of size 6",))
 
 
+@pytest.mark.parametrize("make,shape", [
+    (lambda lib: lib.ones(()).expand(4), (2, 2)),                 # stride 0 (a sum's gradient)
+    (lambda lib: lib.ones(2, 1).expand(2, 2), (2, 2, 1)),
+    (lambda lib: lib.ones(2, 1).expand(2, 2), (4,)),             # spans two subspaces
+    (lambda lib: lib.ones(3, 4).t(), (4, 3)),
+    (lambda lib: lib.ones(3, 4).t(), (12,)),
+    (lambda lib: lib.ones(3, 4).t(), (2, 2, 3)),
+    (lambda lib: lib.ones(4, 6)[:, :3], (4, 3, 1)),
+    (lambda lib: lib.ones(4, 6)[:, :3], (12,)),
+    (lambda lib: lib.ones(4, 6)[::2], (2, 3, 2)),
+    pytest.param(lambda lib: lib.ones(0, 3).t(), (3, 0), marks=pytest.mark.xfail(
+        strict=True, reason="ops/core.bind: a view of a zero-element tensor is not tracked as a "
+                            "view (np.may_share_memory is False for empty arrays), and its "
+                            "strides are (0, 0) where PyTorch's are contiguous")),
+], ids=["expand0d", "expand_unsqueeze", "expand_flat", "t_same", "t_flat", "t_split",
+        "narrow_unsqueeze", "narrow_flat", "strided_split", "empty_t"])
+def test_view_of_non_contiguous_input_vs_torch(make, shape):
+    torch = pytest.importorskip("torch")
+    res = []
+    for lib in (tg, torch):
+        x = make(lib)
+        try:
+            v = x.view(shape)
+        except RuntimeError as e:
+            res.append(str(e).split("\n")[0].split("view: ")[-1])
+            continue
+        assert v._base is (x._base if x._base is not None else x)
+        res.append((tuple(v.shape), v.stride()))
+    assert res[0] == res[1]
+
+
 def test_reduction_dim_out_of_range():
     _expect_error(IndexError, lambda x: x.sum(2), tg.ones(2, 3), match=("Dimension out of range",))
 

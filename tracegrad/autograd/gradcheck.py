@@ -38,17 +38,15 @@ def numerical_jacobian(fn, inputs, eps=1e-6):
     for i, x in enumerate(inputs):
         if not (isinstance(x, Tensor) and x.requires_grad):
             continue
-        flat = x._data.reshape(-1)  # a view: writes land in x
-        if type(flat) is np.ndarray and not np.shares_memory(flat, x._data):
-            raise GradcheckError(f"gradcheck: input {i} must be contiguous")
+        data = x._data      # perturbed element by element in place, so any layout works
         cols = [np.zeros((x.numel(), b.size)) for b in base]
-        for j in range(flat.size):
-            orig = flat[j].item()
-            flat[j] = orig - eps
+        for j, pos in enumerate(np.ndindex(*data.shape)):
+            orig = data[pos].item()
+            data[pos] = orig - eps
             lo = _flat_outputs(fn, inputs)
-            flat[j] = orig + eps
+            data[pos] = orig + eps
             hi = _flat_outputs(fn, inputs)
-            flat[j] = orig
+            data[pos] = orig
             for k in range(len(base)):
                 cols[k][j] = (hi[k] - lo[k]) / (2 * eps)
         for k in range(len(base)):
@@ -96,6 +94,13 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
             warnings.warn(f"Input #{i} requires gradient and is not a double precision floating "
                           f"point or complex. This check will likely fail if all the inputs are "
                           f"not of double precision floating point or complex.")
+    for i, x in enumerate(inputs):
+        if isinstance(x, Tensor) and x.requires_grad and x.numel() and not all(
+                st > 0 or n <= 1 for st, n in zip(x.stride(), x.shape)):
+            raise RuntimeError(f"The {i}th input has a dimension with stride 0. gradcheck only "
+                               f"supports inputs that are non-overlapping to be able to compute "
+                               f"the numerical gradients correctly. You should call .contiguous "
+                               f"on the input before passing it to gradcheck.")
     if not any(isinstance(x, Tensor) and x.requires_grad for x in inputs):
         raise ValueError("gradcheck expects at least one input tensor to require gradient, but "
                          "none of the them have requires_grad=True.")

@@ -235,7 +235,7 @@ def bind(prim, *args, **params):
     return t
 
 
-def _record(prim, out, args, params):
+def _record(prim, out, args, params, save_result=True):
     next_functions = []
     in_meta = []
     saved = [None] * (len(args) + 1)
@@ -266,7 +266,7 @@ def _record(prim, out, args, params):
     node.prim, node.params, node.in_meta = prim, params, in_meta
     out._grad_fn = node
     out._requires_grad = True
-    if prim.saves_result:
+    if save_result and prim.saves_result:
         saved[-1] = SavedTensor(out, is_output=True)
     node.saved = saved
 
@@ -275,6 +275,8 @@ def sum_to_shape(g, shape):
     """Undo broadcasting: sum ``g`` down to ``shape`` (the adjoint of broadcast_to)."""
     from . import reduce_ops, shape_ops
     lead = g.ndim - len(shape)
+    if lead < 0:    # an assigned value may have leading 1s that NumPy drops: y[0] = w[None]
+        return shape_ops.reshape(sum_to_shape(g, shape[-lead:]), shape)
     dims = tuple(range(lead)) + tuple(
         i + lead for i, s in enumerate(shape) if s == 1 and g.shape[i + lead] != 1)
     if dims:
@@ -300,7 +302,7 @@ def check_inplace(target, name):
                 and target._base._grad_fn is None:
             raise op_error(name, "a view of a leaf Variable that requires grad is being used in an "
                                  "in-place operation.")
-    if target._is_inference and not _gm.inference:
+    if target.is_inference() and not _gm.inference:     # a view of one counts too
         raise op_error(name, "Inplace update to inference tensor outside InferenceMode is not "
                              "allowed. You can make a clone to get a normal tensor before doing "
                              "inplace update.")
@@ -314,9 +316,10 @@ def inplace(prim, name, target, *others, **params):
     gets a node that scatters the new view value into the old base.
     """
     check_inplace(target, name)
+    differentiable = target._requires_grad or any(
+        isinstance(o, Tensor) and o._requires_grad for o in others)
     recording = _gm.grad_enabled and prim.vjp is not None and (
-        target._requires_grad or any(isinstance(o, Tensor) and o._requires_grad for o in others)
-        or (target._base is not None and target._base._requires_grad))
+        differentiable or (target._base is not None and target._base._requires_grad))
     dt = target.dtype
     try:
         res_dt = prim.dtype(target, *others, **params)
@@ -344,13 +347,19 @@ def inplace(prim, name, target, *others, **params):
     old_data = target._data
     if recording and 0 in prim._save_idx:
         old_data = old_data.copy()    # the node saves the value from before the write
-    old = Tensor._make(old_data, grad_fn=target.grad_fn, requires_grad=target._requires_grad)
+    old_fn = target.grad_fn
+    old = Tensor._make(old_data, grad_fn=old_fn, requires_grad=target._requires_grad)
     old._output_nr = target._output_nr
-    if not recording:
-        with grad_mode.no_grad():
-            new = bind(prim, old, *others, **params)
-    else:
+    # The node is recorded apart from computing ``new``, because it must not save the private
+    # ``new`` as its result: PyTorch saves ``target`` itself (after the write, below), so that a
+    # later in-place write to it is caught, and a saved_tensors_hooks pack hook runs once.
+    prev, _gm.grad_enabled = _gm.grad_enabled, False
+    try:
         new = bind(prim, old, *others, **params)
+    finally:
+        _gm.grad_enabled = prev
+    if recording and differentiable and res_dt.is_floating_point and not new._volatile:
+        _record(prim, new, (old,) + others, params, save_result=False)   # inputs before the write
     if new.shape != target.shape:
         raise op_error(name, f"output with shape {list(target.shape)} doesn't match the broadcast "
                              f"shape {list(new.shape)}")
@@ -359,14 +368,33 @@ def inplace(prim, name, target, *others, **params):
     except ValueError as exc:
         raise op_error(name, str(exc)) from None
     target._vc.value += 1
-    if new._grad_fn is not None:
+    node = new._grad_fn
+    if node is not None:
         if target._base is None:
-            target._grad_fn, target._output_nr, target._requires_grad = new._grad_fn, 0, True
+            _move_retain_grad(target, old_fn, node)
+            target._grad_fn, target._output_nr, target._requires_grad = node, 0, True
         else:
             _rebase_view(target, new)
+        if prim.saves_result:
+            node.saved[-1] = SavedTensor(target, is_output=True)
     if target._base is not None:
         target._view_version = target._vc.value
     return target
+
+
+def _move_retain_grad(t, old_fn, new_fn):
+    """``t`` is about to get ``new_fn`` as its grad_fn: its retain_grad goes along, as PyTorch's
+    ``update_tensor_hooks_on_new_gradfn`` moves it (tensor hooks stay on the old node)."""
+    if not t._retains_grad:
+        return
+    kept = old_fn._retain_grad if old_fn is not None else None
+    if kept:
+        ref = kept.get(t._output_nr)
+        if ref is not None and ref() is t:
+            del kept[t._output_nr]
+            if not kept:
+                old_fn._retain_grad = None    # the engine's fast path checks for None
+    new_fn._set_retain_grad(0, t)
 
 
 def _rebase_view(view, new_value):
@@ -376,10 +404,11 @@ def _rebase_view(view, new_value):
     old_base = Tensor._make(base._data, grad_fn=base.grad_fn, requires_grad=base._requires_grad)
     old_base._output_nr = base._output_nr
     new_base = view_scatter(old_base, new_value, view._view_steps)
+    _move_retain_grad(base, old_base._grad_fn, new_base._grad_fn)
     base._grad_fn, base._output_nr, base._requires_grad = new_base._grad_fn, 0, True
-    view._grad_fn = apply_view_steps(base, view._view_steps)._grad_fn
-    view._output_nr = 0
-    view._requires_grad = True
+    fresh = apply_view_steps(base, view._view_steps)._grad_fn
+    _move_retain_grad(view, view._grad_fn, fresh)
+    view._grad_fn, view._output_nr, view._requires_grad = fresh, 0, True
 
 
 def apply_view_steps(x, steps):
@@ -393,8 +422,9 @@ def refresh_view(view):
     base = view._base
     view._view_version = view._vc.value
     if base._requires_grad and _gm.grad_enabled:
-        fresh = apply_view_steps(base, view._view_steps)
-        view._grad_fn, view._output_nr, view._requires_grad = fresh._grad_fn, 0, True
+        fresh = apply_view_steps(base, view._view_steps)._grad_fn
+        _move_retain_grad(view, view._grad_fn, fresh)
+        view._grad_fn, view._output_nr, view._requires_grad = fresh, 0, True
 
 
 __all__ = ["Primitive", "Aval", "bind", "inplace", "sum_to_shape", "op_error", "PRIMITIVES",

@@ -8,14 +8,15 @@ an int, None, Ellipsis, ``("s", start, stop, step)`` for a slice, or
 import numpy as np
 
 from .. import dtypes
-from .core import Primitive, apply_view_steps, bind, op_error
+from ..autograd.grad_mode import _state as _gm
+from ..tensor import Tensor
+from .core import Primitive, apply_view_steps, bind, inplace, op_error
 from .rules import norm_dim
 
 
 def parse_key(key):
     """``(spec, index_tensors)`` for a user's ``__getitem__`` key."""
     from ..creation import tensor
-    from ..tensor import Tensor
     if not isinstance(key, tuple):
         key = (key,)
     spec, tensors = [], []
@@ -63,7 +64,10 @@ def build_key(spec, arrays):
 
 
 def _index_impl(xp, x, *idx, spec):
-    return x[build_key(spec, idx)]
+    key = build_key(spec, idx)
+    if not idx and Ellipsis not in spec:
+        key += (Ellipsis,)   # basic indexing is a view, as in PyTorch: x[0] of a vector is 0-d
+    return x[key]
 
 
 def _index_shape(s, *idx_shapes, spec):
@@ -223,9 +227,16 @@ def index(input, key):
 
 
 def setitem(target, key, value):
-    from .core import inplace
+    """``target[key] = value``. A basic key writes through the view ``target[key]``, as
+    PyTorch's ``copy_`` into it does, so a base that records history gets ``CopySlices``."""
     spec, tensors = parse_key(key)
-    return inplace(index_put_p, "setitem", target, value, *tensors, spec=spec)
+    if tensors or not _gm.grad_enabled or not (
+            target._requires_grad or isinstance(value, Tensor) and value._requires_grad
+            or target._base is not None and target._base._requires_grad):
+        return inplace(index_put_p, "setitem", target, value, *tensors, spec=spec)
+    # A leaf target gets the error for a view of a leaf here, which is also PyTorch's text.
+    inplace(index_put_p, "setitem", bind(index_p, target, spec=spec), value, spec=(Ellipsis,))
+    return target
 
 
 def gather(input, dim, index):
@@ -270,7 +281,6 @@ def masked_select(input, mask):
 
 
 def nonzero(input, *, as_tuple=False):
-    from ..tensor import Tensor
     nz = input._data.nonzero()
     if as_tuple:
         return tuple(Tensor._make(a.astype(np.int64)) for a in nz)

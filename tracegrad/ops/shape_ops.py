@@ -5,7 +5,7 @@ version counter) with their input, as PyTorch's do.
 """
 import math
 
-from .core import Primitive, bind, op_error
+from .core import Primitive, _xp, bind, op_error
 from .rules import norm_dim, promote
 
 
@@ -128,11 +128,20 @@ def view(input, *shape):
         from .elementwise import convert
         return convert(input, dtype=shape[0])
     target = infer_shape(_shape_arg(shape), input.numel())
-    if not input.is_contiguous() and target != input.shape:
+    if target != input.shape and not _viewable(input._data, target):
         raise op_error("view", "view size is not compatible with input tensor's size and stride "
                                "(at least one dimension spans across two contiguous subspaces). "
                                "Use .reshape(...) instead.")
     return bind(reshape_p, input, shape=target)
+
+
+def _viewable(a, shape):
+    """Whether ``a`` reshapes to ``shape`` without a copy: PyTorch's rule for ``view``, which
+    looks at strides, so a stride-0 (expanded) or transposed input may still be viewed."""
+    if a.size == 0 or a.flags.c_contiguous:
+        return True
+    xp = _xp([a])
+    return bool(xp.may_share_memory(a.reshape(shape), a))   # a copy shares nothing
 
 
 def view_as(input, other):
