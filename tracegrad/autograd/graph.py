@@ -213,19 +213,18 @@ class SavedTensor:
                  "is_output", "meta")
 
     def __init__(self, t, is_output=False):
-        if t.is_inference():
+        if t._is_inference or t._base is not None and t._base._is_inference:
             raise RuntimeError(
                 "Inference tensors cannot be saved for backward. Please do not use Tensors created "
                 "in inference mode in computation tracked by autograd. To work around this, you "
                 "can make a clone to get a normal tensor and use it in autograd, or use "
                 "`tracegrad.no_grad()` instead of `tracegrad.inference_mode()`.")
-        self.vc = t._vc
-        self.version = t._vc.value
+        self.vc = vc = t._vc
+        self.version = vc.value
         self.is_output = is_output
         fn = t._grad_fn
         self.output_nr = t._output_nr
-        self.packed = self.unpack_hook = self.tensor = self.data = None
-        self.meta = None
+        self.packed = self.unpack_hook = self.tensor = self.data = self.meta = None
         if _hooks_state.stack:
             pack, self.unpack_hook = _hooks_state.stack[-1]
             if t._requires_grad:     # what unpack gives back gets t's autograd identity

@@ -63,6 +63,7 @@ class Primitive:
         self.shape = shape              # shape(*shapes, **params) -> tuple
         self.args = args
         self.vjp = vjp                  # one rule per arg, or None: not differentiable
+        self.vjp_all = callable(vjp)    # or one function giving every arg's gradient
         self.saves = saves              # names from args, and "result" for the output
         self._save_idx = tuple(args.index(s) for s in saves if s != "result" and s[0] != "*")
         rest = [args.index(s) for s in saves if s[0] == "*"]
@@ -112,7 +113,7 @@ class PrimNode(Node):
         last = saved[-1]
         out = last.unpack(self) if last is not None else None
         nexts = self.next_functions
-        if callable(prim.vjp):   # one rule for all inputs (variadic primitives)
+        if prim.vjp_all:         # one rule for all inputs (variadic primitives)
             raw = prim.vjp(g, *ins, out=out, **params)
         else:
             raw = [None if fn is None or rule is None else rule(g, *ins, out=out, **params)
@@ -125,7 +126,7 @@ class PrimNode(Node):
             data = r._data
             if data.shape != meta[0]:
                 r = sum_to_shape(r, meta[0])
-            if data.dtype != meta[1]:
+            if data.dtype is not meta[1] and data.dtype != meta[1]:
                 r = to_copy(r, dtype=dtypes.from_numpy(meta[1]))
             res.append(r)
         return res
