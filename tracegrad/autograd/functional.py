@@ -38,6 +38,13 @@ def _check_v(vs, refs):
             raise RuntimeError(f"v has invalid size: should be {r.shape} but got {v.shape}.")
 
 
+def _finish_or_zeros(grads, like, create_graph):
+    """Each gradient finished, or zeros shaped like its tensor where none flowed."""
+    from ..creation import zeros_like
+    return tuple(_finish(g, create_graph) if g is not None else zeros_like(x)
+                 for g, x in zip(grads, like))
+
+
 def _check_independent(grads, strict, out_idx, what="Output"):
     if strict:
         for i, g in enumerate(grads):
@@ -121,9 +128,7 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
     gs = grad([o for o in diff], inputs, [g for o, g in zip(outputs, vs) if o.requires_grad],
               create_graph=create_graph, allow_unused=True) if diff else (None,) * len(inputs)
     _check_independent(gs, strict, 0, "Output")
-    from ..creation import zeros_like
-    res = tuple(_finish(g, create_graph) if g is not None else zeros_like(x)
-                for g, x in zip(gs, inputs))
+    res = _finish_or_zeros(gs, inputs, create_graph)
     outs = tuple(_finish(o, create_graph) for o in outputs)
     return (outs if out_tuple else outs[0]), (res if in_tuple else res[0])
 
@@ -151,8 +156,7 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
                    create_graph=create_graph, allow_unused=True)
     else:
         res = (None,) * len(outputs)
-    res = tuple(_finish(r, create_graph) if r is not None else zeros_like(o)
-                for r, o in zip(res, outputs))
+    res = _finish_or_zeros(res, outputs, create_graph)
     outs = tuple(_finish(o, create_graph) for o in outputs)
     return (outs if out_tuple else outs[0]), (res if out_tuple else res[0])
 

@@ -54,20 +54,20 @@ def _nonempty(xp, f, x, dims, keepdim, name):
     return f(x, axis=dims, keepdims=keepdim)
 
 
-amax_p = Primitive(
-    "amax", lambda xp, x, dims, keepdim: _nonempty(xp, xp.max, x, dims, keepdim, "amax"),
-    dtype=lambda x, dims, keepdim: x.dtype,
-    shape=lambda s, dims, keepdim: _reduce_shape(s, dims, keepdim),
-    vjp=(lambda g, x, out, dims, keepdim: _extremum_grad(g, x, out, dims, keepdim),),
-    saves=("self", "result"), np="np.max({0}, axis={dims}, keepdims={keepdim})",
-    kind="reduction")
-amin_p = Primitive(
-    "amin", lambda xp, x, dims, keepdim: _nonempty(xp, xp.min, x, dims, keepdim, "amin"),
-    dtype=lambda x, dims, keepdim: x.dtype,
-    shape=lambda s, dims, keepdim: _reduce_shape(s, dims, keepdim),
-    vjp=(lambda g, x, out, dims, keepdim: _extremum_grad(g, x, out, dims, keepdim),),
-    saves=("self", "result"), np="np.min({0}, axis={dims}, keepdims={keepdim})",
-    kind="reduction")
+def _extremum_prim(name, np_name):
+    """amax/amin: the same rules over ``xp.max``/``xp.min``."""
+    return Primitive(
+        name, lambda xp, x, dims, keepdim: _nonempty(xp, getattr(xp, np_name), x, dims, keepdim,
+                                                     name),
+        dtype=lambda x, dims, keepdim: x.dtype,
+        shape=lambda s, dims, keepdim: _reduce_shape(s, dims, keepdim),
+        vjp=(lambda g, x, out, dims, keepdim: _extremum_grad(g, x, out, dims, keepdim),),
+        saves=("self", "result"), np=f"np.{np_name}({{0}}, axis={{dims}}, keepdims={{keepdim}})",
+        kind="reduction")
+
+
+amax_p = _extremum_prim("amax", "max")
+amin_p = _extremum_prim("amin", "min")
 
 
 def _prod_grad(g, x, out, dims, keepdim):
