@@ -67,6 +67,9 @@ def test_legacy_constructor():
     t = tg.Tensor([1, 2])
     assert t.dtype is tg.float32 and t.tolist() == [1.0, 2.0]
     assert tg.Tensor(2, 3).shape == (2, 3)
+    assert tg.LongTensor([1, 2]).dtype is tg.int64
+    assert tg.DoubleTensor(2).shape == (2,) and tg.DoubleTensor(2).dtype is tg.float64
+    assert isinstance(tg.ones(2), tg.FloatTensor) and not isinstance(tg.ones(2), tg.LongTensor)
 
 
 def test_requires_grad_only_for_floating_point():

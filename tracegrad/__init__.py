@@ -29,7 +29,27 @@ from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enab
 from .autograd.function import Function
 
 _install_new_methods()
-FloatTensor = DoubleTensor = LongTensor = Tensor  # legacy names for isinstance checks
+
+
+class _LegacyTensorType(type):
+    """``tracegrad.FloatTensor`` and friends: constructors and isinstance checks by dtype."""
+
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, Tensor) and obj.dtype is cls.dtype
+
+    def __call__(cls, *args, device=None):
+        if len(args) == 1 and not isinstance(args[0], builtins_int):
+            return tensor(args[0], dtype=cls.dtype, device=device)
+        return zeros(*args, dtype=cls.dtype, device=device)
+
+
+builtins_int = type(0)
+FloatTensor = _LegacyTensorType("FloatTensor", (), {"dtype": float32})
+DoubleTensor = _LegacyTensorType("DoubleTensor", (), {"dtype": float64})
+HalfTensor = _LegacyTensorType("HalfTensor", (), {"dtype": float16})
+LongTensor = _LegacyTensorType("LongTensor", (), {"dtype": int64})
+IntTensor = _LegacyTensorType("IntTensor", (), {"dtype": int32})
+BoolTensor = _LegacyTensorType("BoolTensor", (), {"dtype": bool})
 is_tensor = lambda obj: isinstance(obj, Tensor)  # noqa: E731
 
 
