@@ -103,18 +103,18 @@ def _arg_impl(xp, f, x, dim, keepdim):
     return f(x, axis=dim, keepdims=keepdim)
 
 
-argmax_p = Primitive(
-    "argmax", lambda xp, x, dim, keepdim: _arg_impl(xp, xp.argmax, x, dim, keepdim),
-    dtype=lambda x, dim, keepdim: dtypes.int64,
-    shape=lambda s, dim, keepdim: _reduce_shape(s, tuple(range(len(s))) if dim is None
-                                                else (dim,), keepdim),
-    kind="reduction")
-argmin_p = Primitive(
-    "argmin", lambda xp, x, dim, keepdim: _arg_impl(xp, xp.argmin, x, dim, keepdim),
-    dtype=lambda x, dim, keepdim: dtypes.int64,
-    shape=lambda s, dim, keepdim: _reduce_shape(s, tuple(range(len(s))) if dim is None
-                                                else (dim,), keepdim),
-    kind="reduction")
+def _arg_prim(name):
+    """argmax/argmin: int64 indices, no gradient."""
+    return Primitive(
+        name, lambda xp, x, dim, keepdim: _arg_impl(xp, getattr(xp, name), x, dim, keepdim),
+        dtype=lambda x, dim, keepdim: dtypes.int64,
+        shape=lambda s, dim, keepdim: _reduce_shape(s, tuple(range(len(s))) if dim is None
+                                                    else (dim,), keepdim),
+        kind="reduction")
+
+
+argmax_p = _arg_prim("argmax")
+argmin_p = _arg_prim("argmin")
 any_p = Primitive("any", lambda xp, x, dims, keepdim: xp.any(x, axis=dims, keepdims=keepdim),
                   dtype=lambda x, dims, keepdim: dtypes.bool,
                   shape=lambda s, dims, keepdim: _reduce_shape(s, dims, keepdim),
