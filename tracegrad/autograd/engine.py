@@ -24,7 +24,7 @@ def _as_tuple(x):
     return tuple(x)
 
 
-def _make_root_grads(outputs, grad_outputs, who):
+def _make_root_grads(outputs, grad_outputs):
     from ..creation import ones_like
     from ..tensor import Tensor
     grads = []
@@ -67,7 +67,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         if not inputs:
             raise RuntimeError("'inputs' argument to backward() cannot be empty.")
     _check_outputs(outputs)
-    root_grads = _make_root_grads(outputs, grads, "backward")
+    root_grads = _make_root_grads(outputs, grads)
     if retain_graph is None:
         retain_graph = create_graph
     run(outputs, root_grads, retain_graph, create_graph, inputs, accumulate=True)
@@ -90,7 +90,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         if not t._requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
     _check_outputs(outputs)
-    root_grads = _make_root_grads(outputs, grads, "grad")
+    root_grads = _make_root_grads(outputs, grads)
     if retain_graph is None:
         retain_graph = create_graph
     result = run(outputs, root_grads, retain_graph, create_graph, inputs, accumulate=False)
@@ -217,11 +217,9 @@ def run(outputs, root_grads, retain_graph, create_graph, inputs, accumulate):
     nodes = _collect([n for n, _ in root_edges])
 
     captures = {}          # node -> {output_nr: index into inputs}
-    input_edges = []
     if inputs is not None:
         for k, t in enumerate(inputs):
             node, nr = t._grad_edge()
-            input_edges.append((node, nr))
             if node is not None:
                 captures.setdefault(node, {})[nr] = k
         needed = _needed(nodes, set(captures))
