@@ -21,7 +21,7 @@ import sys
 
 import numpy as np
 
-from .. import dtypes
+from .. import _hooks, dtypes
 from ..autograd import grad_mode
 from ..autograd.graph import FREED_ERROR, Node, SavedTensor, grad_accumulator
 from ..tensor import Tensor
@@ -196,6 +196,14 @@ def _xp(arrays):
 
 def bind(prim, *args, **params):
     """Apply ``prim`` eagerly to tensors (and Python scalars), recording autograd."""
+    hook = _hooks.bind_hook
+    if hook is not None:        # a tracer or profiler is active
+        return hook(prim, args, params)
+    return apply_plain(prim, args, params)
+
+
+def apply_plain(prim, args, params):
+    """``bind`` without interposition."""
     arrays = []
     on_gpu = record = volatile = False
     for a in args:
