@@ -1,7 +1,7 @@
 """tracegrad: PyTorch's autograd on NumPy/CuPy, and a compiler for it.
 
 ``import tracegrad as torch`` gives tensors, autograd and grad modes with
-PyTorch's behaviour; ``tracegrad.compile`` (landing next) traces a function
+PyTorch's behaviour; ``tracegrad.compile`` traces a function
 into an IR and emits fused NumPy or CUDA code for its forward and backward.
 """
 from . import dtypes
@@ -21,6 +21,8 @@ from .creation import (
 )
 from ._tensor_str import set_printoptions
 from . import autograd, cuda, utils
+from . import nn, optim
+from . import profiler, viz
 from .autograd import (
     enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
     set_grad_enabled,
@@ -29,6 +31,21 @@ from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enab
 from .autograd.function import Function
 
 _install_new_methods()
+
+
+def compile(fn=None, *, backend="auto", dynamic=None, fullgraph=False, mode=None,
+            max_variants=8):
+    """Trace ``fn`` (a function or an ``nn.Module``) into an IR and run generated code.
+
+    Works as ``@compile``, ``@compile(backend=...)`` and ``compile(model)``. The result
+    takes and returns what ``fn`` does; its tensor outputs take part in autograd.
+    """
+    from tracegrad.runtime.compiled import CompiledFunction   # the runtime loads lazily
+
+    def wrap(f):
+        return CompiledFunction(f, backend=backend, dynamic=dynamic, fullgraph=fullgraph,
+                                max_variants=max_variants)
+    return wrap if fn is None else wrap(fn)
 
 
 class _LegacyTensorType(type):

@@ -35,3 +35,5 @@ def bind_hook_installed(hook):
         yield
     finally:
         bind_hook = prev
+
+tracer = None           # the active ``trace.Tracer`` while a compiled function is traced

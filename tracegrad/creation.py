@@ -3,7 +3,7 @@ import numbers
 
 import numpy as np
 
-from . import dtypes
+from . import _hooks, dtypes
 from .device import as_device, device_of, to_device, xp_for
 from .tensor import Tensor
 
@@ -49,7 +49,7 @@ def initial_seed():
     return default_generator.initial_seed()
 
 
-def _finish(array, dtype, device, requires_grad):
+def _finish(array, dtype, device, requires_grad, traced=True):
     dev = as_device(device)
     if dtype is not None:
         dt = dtypes.as_dtype(dtype)
@@ -60,6 +60,19 @@ def _finish(array, dtype, device, requires_grad):
     t = Tensor._make(array)
     if requires_grad:
         t.requires_grad_(True)
+    if traced and _hooks.tracer is not None:     # inside tracegrad.compile: a constant
+        _hooks.tracer.created(t)
+    return t
+
+
+def _drawn(generator, draw, dist, size, dtype, device, requires_grad, **params):
+    """A random tensor; inside tracegrad.compile it stays a random op (fresh every call)."""
+    gen = generator or default_generator
+    tracer = _hooks.tracer
+    state = gen.get_state() if tracer is not None else None
+    t = _finish(draw(gen.rng), dtype, device, requires_grad, traced=False)
+    if tracer is not None:
+        tracer.drawn(t, gen, state, dist=dist, shape=tuple(t.shape), dtype=t.dtype, **params)
     return t
 
 
@@ -230,12 +243,16 @@ def _gen(generator):
 
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
     dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
-    return _finish(_gen(generator).random(_size(size)), dt, device, requires_grad)
+    shape = _size(size)
+    return _drawn(generator, lambda rng: rng.random(shape), "uniform", shape, dt, device,
+                  requires_grad)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
     dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
-    return _finish(_gen(generator).standard_normal(_size(size)), dt, device, requires_grad)
+    shape = _size(size)
+    return _drawn(generator, lambda rng: rng.standard_normal(shape), "normal", shape, dt,
+                  device, requires_grad)
 
 
 def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=None,
@@ -244,8 +261,9 @@ def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=N
         low, high = 0, low
     if size is None:
         raise TypeError("randint() missing required argument 'size'")
-    return _finish(_gen(generator).integers(low, high, _size((size,))), dtype or dtypes.int64,
-                   device, requires_grad)
+    shape = _size((size,))
+    return _drawn(generator, lambda rng: rng.integers(low, high, shape), "integers", shape,
+                  dtype or dtypes.int64, device, requires_grad, low=int(low), high=int(high))
 
 
 def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):

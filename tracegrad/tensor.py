@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 
-from . import dtypes
+from . import _hooks, dtypes
 from .autograd import grad_mode
 from .device import CPU, as_device, device_of, to_device
 from .autograd.graph import _HookDict, add_hook, grad_accumulator
@@ -226,16 +226,23 @@ class Tensor:
     @property
     def data(self):
         """A tensor sharing storage, detached, with its own version counter."""
-        return Tensor._make(self._data)
+        t = Tensor._make(self._data)
+        if _hooks.tracer is not None:
+            _hooks.tracer.detached(self, t)
+        return t
 
     @data.setter
     def data(self, value):
+        if _hooks.tracer is not None:
+            _hooks.tracer.unsupported("assigning to Tensor.data")
         self._data = value._data
         self.dtype = value.dtype
 
     def detach(self):
         t = Tensor._make(self._data, vc=self._vc)
         t._is_inference = self.is_inference()
+        if _hooks.tracer is not None:
+            _hooks.tracer.detached(self, t)
         return t
 
     def detach_(self):
@@ -282,6 +289,8 @@ class Tensor:
 
     # conversions --------------------------------------------------------------
     def numpy(self, *, force=False):
+        if _hooks.tracer is not None:
+            _hooks.tracer.unsupported("Tensor.numpy()")
         if self._requires_grad and not force:
             raise RuntimeError(
                 "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
@@ -301,10 +310,16 @@ class Tensor:
         if self._data.size != 1:
             raise RuntimeError(
                 f"a Tensor with {self._data.size} elements cannot be converted to Scalar")
-        return self._data.reshape(()).item()
+        value = self._data.reshape(()).item()
+        if _hooks.tracer is not None:       # inside tracegrad.compile: a data-dependent guard
+            _hooks.tracer.guard(self, "value", value)
+        return value
 
     def tolist(self):
-        return to_device(self._data, CPU).tolist()
+        value = to_device(self._data, CPU).tolist()
+        if _hooks.tracer is not None:
+            _hooks.tracer.guard(self, "value", value)
+        return value
 
     def __float__(self):
         return float(self.item())
@@ -321,7 +336,10 @@ class Tensor:
         if self._data.size != 1:
             raise RuntimeError(
                 "Boolean value of Tensor with more than one value is ambiguous")
-        return bool(self.item())
+        value = bool(self._data.reshape(()).item())
+        if _hooks.tracer is not None:
+            _hooks.tracer.guard(self, "bool", value)
+        return value
 
     def __iter__(self):
         if self._data.ndim == 0:

@@ -28,6 +28,10 @@ from ..tensor import Tensor
 
 _gm = grad_mode._state
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Frames from these places are tracegrad's own: the package, and (in a source checkout)
+# the codegen/ and runtime/ folders installed as tracegrad.codegen and tracegrad.runtime.
+INTERNAL = (_PKG_DIR, os.path.join(os.path.dirname(_PKG_DIR), "codegen") + os.sep,
+            os.path.join(os.path.dirname(_PKG_DIR), "runtime") + os.sep, "<tracegrad:")
 PRIMITIVES = {}
 
 
@@ -154,7 +158,7 @@ class PrimNode(Node):
 def user_site():
     """``file:line: source`` of the innermost frame outside tracegrad, or ''."""
     f = sys._getframe(1)
-    while f is not None and f.f_code.co_filename.startswith(_PKG_DIR):
+    while f is not None and f.f_code.co_filename.startswith(INTERNAL):
         f = f.f_back
     if f is None:
         return ""
@@ -324,6 +328,14 @@ def inplace(prim, name, target, *others, **params):
     node (with its old value as input), and when ``target`` is a view its base
     gets a node that scatters the new view value into the old base.
     """
+    if _hooks.tracer is not None:       # inside tracegrad.compile: record it functionally
+        _hooks.tracer.inplace(prim, target, others, params,
+                              lambda: _inplace(prim, name, target, *others, **params))
+        return target
+    return _inplace(prim, name, target, *others, **params)
+
+
+def _inplace(prim, name, target, *others, **params):
     check_inplace(target, name)
     differentiable = target._requires_grad or any(
         isinstance(o, Tensor) and o._requires_grad for o in others)

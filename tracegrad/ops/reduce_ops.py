@@ -12,7 +12,7 @@ from .rules import norm_dim, norm_dims, reduced_shape
 
 def _reduce_shape(shape, dims, keepdim):
     for d in dims:
-        if d >= max(len(shape), 1):
+        if d >= (len(shape) or 1):   # max() is shadowed here
             raise IndexError(f"Dimension out of range (got {d} for a {len(shape)}-d tensor)")
     return reduced_shape(shape, dims, keepdim)
 

@@ -1,0 +1,198 @@
+"""A graph to a Python/NumPy function.
+
+One statement per node, from the primitive's NumPy template where it has one
+and otherwise a call of its implementation (``P.gather.impl(np, ...)``);
+values named after the user's variables; a comment with the user's
+``file:line: source`` where the source line changes; ``del`` after a value's
+last use; the data-dependent guards checked right where their value is
+computed. For example::
+
+    def forward(x, w):
+        # model.py:12: h = torch.tanh(x @ w)
+        t0 = np.matmul(x, w)
+        h = np.tanh(t0)
+        del t0
+        ...
+        return loss, h
+"""
+import linecache
+import math
+import os
+
+import numpy as np
+
+from tracegrad import dtypes
+from tracegrad.ir import Const, Value
+from tracegrad.ops.core import Primitive
+
+from . import python as py
+from .support import GuardFailure, P, _erf
+
+# Ops whose result dtype is always the aval's, whatever NumPy would do.
+_DTYPE_EXACT = {"constant", "random", "stop_gradient", "convert", "clone"}
+_INLINE_LIMIT = 64      # constants up to this many elements are written as literals
+
+
+class Emitter:
+    """Builds the functions of one generated module and the globals they need."""
+
+    def __init__(self):
+        self.env = {"np": np, "P": P, "dtypes": dtypes, "GuardFailure": GuardFailure,
+                    "_erf": _erf}
+        self.globals_used = {}      # name -> object, for module globals beyond the imports
+        self._ids = {}
+
+    def global_for(self, obj, prefix):
+        key = id(obj)
+        name = self._ids.get(key)
+        if name is None:
+            name = self._ids[key] = f"_{prefix}{len(self._ids)}"
+            self.globals_used[name] = obj
+            self.env[name] = obj
+        return name
+
+    # rendering of params and scalars -----------------------------------------------------------
+    def scalar(self, x):
+        if isinstance(x, float) and not math.isfinite(x):
+            return "np.nan" if math.isnan(x) else ("np.inf" if x > 0 else "-np.inf")
+        if isinstance(x, dtypes.dtype):
+            return f"np.{x.np.name}" if x.np.name != "bool" else "np.bool_"
+        return repr(x)
+
+    def param(self, v, for_template=False):
+        if isinstance(v, dtypes.dtype):
+            return self.scalar(v) if for_template else f"dtypes.{v.name}"
+        if isinstance(v, tuple):
+            inner = ", ".join(self.param(x, for_template) for x in v)
+            return f"({inner}{',' if len(v) == 1 else ''})"
+        if isinstance(v, dict):
+            return "{" + ", ".join(f"{k!r}: {self.param(v[k], for_template)}"
+                                   for k in v) + "}"
+        if isinstance(v, Primitive):
+            return f"P.{v.name}"
+        if isinstance(v, Const):
+            return self.global_for(v.array, "const")
+        if hasattr(v, "manual_seed"):       # a Generator
+            return self.global_for(v, "generator")
+        if v is Ellipsis:
+            return "..."
+        return self.scalar(v)
+
+    def index_key(self, spec, index_names):
+        parts = []
+        for s in spec:
+            if s is None:
+                parts.append("None")
+            elif s is Ellipsis:
+                parts.append("...")
+            elif type(s) is tuple and s[0] == "s":
+                a, b, c = ("" if x is None else str(x) for x in s[1:])
+                parts.append(f"{a}:{b}" + (f":{c}" if c else ""))
+            elif type(s) is tuple and s[0] == "t":
+                parts.append(index_names[s[1]])
+            else:
+                parts.append(str(s))
+        return ", ".join(parts) if parts else "()"
+
+    # one node --------------------------------------------------------------------------------
+    def expression(self, node, arg):
+        """Python source computing ``node`` given ``arg(v)``, the source of an input."""
+        prim, params, op = node.prim, node.params, node.op
+        args = [arg(v) for v in node.inputs]
+        if op == "constant":
+            return self.constant(params["value"].array)
+        if op == "random":
+            return self.random(params)
+        template = prim.np_template
+        if template is not None:
+            kw = {k: self.param(v, for_template=True) for k, v in params.items()}
+            if op == "index":
+                kw["spec"] = self.index_key(params["spec"], args[1:])
+            if op == "cat":
+                kw["args"] = ", ".join(args)
+            try:
+                return template.format(*args, **kw)
+            except (KeyError, IndexError):
+                pass
+        kw = "".join(f", {k}={self.param(v)}" for k, v in params.items())
+        return f"P.{op}.impl(np{''.join(', ' + a for a in args)}{kw})"
+
+    def constant(self, a):
+        if a.size > _INLINE_LIMIT:
+            return f"{self.global_for(a, 'const')}"
+        dt = "np.bool_" if a.dtype == np.bool_ else f"np.{a.dtype.name}"
+        return f"np.array({a.tolist()!r}, dtype={dt})"
+
+    def random(self, p):
+        gen = self.global_for(p["generator"], "generator")
+        shape = self.param(tuple(p["shape"]))
+        draw = {"uniform": f"random({shape})", "normal": f"standard_normal({shape})",
+                "integers": f"integers({p.get('low', 0)}, {p.get('high', 1)}, {shape})"}
+        return f"{gen}.rng.{draw[p['dist']]}.astype({self.scalar(p['dtype'])})"
+
+    def needs_cast(self, node, source, arg_avals):
+        """Whether NumPy computes ``source`` in another dtype than the node's aval."""
+        if node.op in _DTYPE_EXACT or node.prim.kind == "shape":
+            return False
+        env = dict(self.env)
+        for n, aval in arg_avals.items():
+            env[n] = np.zeros((1,) * len(aval.shape), aval.dtype.np)
+        try:
+            with np.errstate(all="ignore"):
+                got = np.asarray(eval(source, env)).dtype
+        except Exception:       # noqa: BLE001 - a probe only; the real call will tell
+            return False
+        return got != node.out.aval.dtype.np
+
+
+def site_comment(site):
+    if not site:
+        return None
+    path, _, line = site.rpartition(":")
+    text = linecache.getline(path, int(line)).strip() if line.isdigit() else ""
+    return f"{os.path.basename(path)}:{line}" + (f": {text}" if text else "")
+
+
+def emit_function(em, graph, fname, namer, guards=(), doc=None):
+    """Source of one function computing ``graph`` and returning all its outputs;
+    ``guards``: (value, kind, expected, index) checked where the value is computed."""
+    returned = graph.outputs
+    params = [namer(v) for v in graph.inputs]
+    last_use = {}
+    for i, n in enumerate(graph.nodes):
+        for v in n.inputs:
+            if type(v) is Value:
+                last_use[v] = i
+    keep = set(returned) | set(graph.inputs)
+    guard_at = {}
+    for g in guards:
+        guard_at.setdefault(g[0], []).append(g)
+    body, prev_site = [], None
+    for v in graph.inputs:
+        _check_guards(body, namer, guard_at.get(v, ()))
+    for i, n in enumerate(graph.nodes):
+        def arg(v):
+            return namer(v) if type(v) is Value else em.scalar(v)
+        src = em.expression(n, arg)
+        avals = {namer(v): v.aval for v in n.inputs if type(v) is Value}
+        if em.needs_cast(n, src, avals):
+            src = f"({src}).astype({em.scalar(n.out.aval.dtype)})"
+        comment = site_comment(n.site) if n.site != prev_site else None
+        prev_site = n.site
+        body.append((comment, py.assign(namer(n.out), py.expr(src))))
+        _check_guards(body, namer, guard_at.get(n.out, ()))
+        dead = [namer(v) for v in n.values() if last_use.get(v) == i and v not in keep]
+        if n.out not in last_use and n.out not in keep:
+            dead.append(namer(n.out))
+        if dead:
+            body.append((None, py.release(sorted(set(dead)))))
+    body.append((None, py.return_([namer(v) for v in returned]) if returned
+                 else py.stmt("return ()")))
+    return py.function(fname, params, body, doc)
+
+
+def _check_guards(body, namer, guards):
+    for v, kind, expected, index in guards:
+        test = (f"bool({namer(v)}) is not {expected!r}" if kind == "bool"
+                else f"{namer(v)}.tolist() != {expected!r}")
+        body.append((None, py.stmt(f"if {test}:\n    raise GuardFailure({index})")))

@@ -1,0 +1,50 @@
+"""``CompiledBackward``: the autograd node of a compiled function's outputs.
+
+One node per call joins every differentiable output to every input that
+requires grad. ``apply`` runs the variant's generated backward on the saved
+residuals; under ``create_graph=True`` it instead evaluates the joint IR
+through eager ops on the saved inputs, so the gradients are differentiable
+again (any order). ``release`` frees the residuals (a second backward without
+``retain_graph`` raises PyTorch's error), and inputs saved for backward are
+checked against in-place changes as eager saved tensors are.
+"""
+import numpy as np
+
+from tracegrad.autograd import grad_mode
+from tracegrad.autograd.graph import FREED_ERROR, Node
+from tracegrad.ir import evaluate
+from tracegrad.tensor import Tensor
+
+_gm = grad_mode._state
+
+
+class CompiledFunctionBackward(Node):
+    _materialize = True       # outputs that got no gradient count as zeros
+    __slots__ = ("variant", "residuals", "inputs", "versions")
+
+    def apply(self, grads):
+        if self.residuals is None:
+            raise RuntimeError(FREED_ERROR)
+        self._check_versions()
+        v = self.variant
+        if _gm.grad_enabled:        # create_graph: run the joint graph through eager ops
+            outs = evaluate(v.joint, list(self.inputs) + list(grads))
+            return [None if k is None else outs[k] for k in v.grad_index]
+        with np.errstate(all="ignore"):
+            arrays = v.backward(*self.residuals, *[g._data for g in grads])
+        res, it = [], iter(arrays)
+        for k in v.grad_index:
+            res.append(None if k is None else Tensor._make(np.asarray(next(it))))
+        return res
+
+    def _check_versions(self):
+        for t, version in self.versions:
+            if t._vc.value != version:
+                raise RuntimeError(
+                    "one of the variables needed for gradient computation has been modified by "
+                    f"an inplace operation: [{t.type()} {list(t.shape)}] is at version "
+                    f"{t._vc.value}; expected version {version} instead. Hint: the compiled "
+                    "function read this tensor; do not modify it in place before backward.")
+
+    def release(self):
+        self.residuals = self.inputs = None

@@ -1,0 +1,364 @@
+"""``CompiledFunction``: guards, the variant cache, retracing and the eager fallback.
+
+A call is keyed by its *signature*: the argument structure, each tensor's
+shape, dtype, device and requires_grad, the value of every other argument,
+and the grad and inference modes. Each signature holds up to a few variants
+that differ in data-dependent guards; a variant also checks that its captured
+tensors are still the objects its sources (module attributes, globals,
+closure cells) hold, with the same metadata. A call that fits no variant is
+traced again; the reason is kept in ``stats["retrace_reasons"]`` and logged
+under ``TRACEGRAD_LOG=recompiles``. Past ``max_variants`` the function runs
+eagerly, after one warning that names the guard that kept failing.
+"""
+import functools
+import inspect
+import operator
+import os
+import sys
+import time
+import warnings
+
+from tracegrad.codegen.support import GuardFailure
+from tracegrad import _hooks
+from tracegrad.autograd import grad_mode
+from tracegrad.tensor import Tensor
+from tracegrad.trace import Tracer
+from tracegrad.transform import instrument
+
+from .variant import build
+
+_gm = grad_mode._state
+DEFAULT_MAX_VARIANTS = 8
+
+
+class CompiledFunction:
+    """The callable ``tracegrad.compile`` returns (see the module docstring)."""
+
+    def __init__(self, fn, *, backend="auto", dynamic=None, fullgraph=False,
+                 max_variants=DEFAULT_MAX_VARIANTS):
+        if backend not in ("auto", "numpy", "cuda"):
+            raise ValueError(f"compile: backend must be 'auto', 'numpy' or 'cuda', got {backend!r}")
+        self._fn = fn
+        self._module = fn if _is_module(fn) else None
+        target = type(fn).forward if self._module is not None else fn
+        self._target = target
+        self._label = getattr(target, "__qualname__", None) or type(fn).__name__
+        self.backend, self.dynamic, self.fullgraph = backend, dynamic, fullgraph
+        self.max_variants = max_variants
+        self._cache = {}            # signature -> [Variant]
+        self._variants = []         # every variant, oldest first
+        self._last = None
+        self._eager = False
+        self._instrumented = None
+        self._params = _param_names(target, skip_self=self._module is not None)
+        self.stats = {"compiles": 0, "cache_hits": 0, "fallbacks": 0, "retrace_reasons": [],
+                      "compile_seconds": 0.0}
+        functools.update_wrapper(self, target, updated=())
+
+    # calling ---------------------------------------------------------------------------------
+    def __call__(self, *args, **kwargs):
+        if self._eager or _hooks.tracer is not None:   # nested in another trace: inline it
+            if self._eager:
+                self.stats["fallbacks"] += 1
+            return self._fn(*args, **kwargs)
+        tensors, paths, sig = [], [], []
+        _flatten((args, kwargs), "", tensors, paths, sig)
+        key = (tuple(sig), _gm.grad_enabled, _gm.inference)
+        reason = None
+        variants = self._cache.get(key)
+        if variants:
+            for v in variants:
+                why = _captured_changed(v)
+                if why:
+                    reason = why
+                    continue
+                try:
+                    out = v.run(tensors + v.captured)
+                except GuardFailure as e:
+                    reason = "guard failed: " + v.guards[e.index].describe()
+                    continue
+                self.stats["cache_hits"] += 1
+                self._last = v
+                return out
+        elif self._variants:
+            reason = _difference(self._variants[-1], key, [self._readable(p) for p in paths])
+        if len(self._variants) >= self.max_variants:
+            self._fall_back(reason)
+            return self._fn(*args, **kwargs)
+        v = self._compile(args, kwargs, tensors, paths, key, reason)
+        self._last = v
+        return v.run(tensors + v.captured)
+
+    def _compile(self, args, kwargs, tensors, paths, key, reason):
+        if reason is not None:
+            self.stats["retrace_reasons"].append(reason)
+            if "recompiles" in os.environ.get("TRACEGRAD_LOG", ""):
+                print(f"tracegrad.compile: retracing {self._label}: {reason}", file=sys.stderr)
+        start = time.perf_counter()
+        tracer = Tracer()
+        for t, p in zip(tensors, paths):
+            tracer.argument(t, self._readable(p))
+        fn = self._traceable()
+        try:
+            result = tracer.run(fn, args, kwargs)
+        finally:
+            tracer.restore()
+        traced = tracer.finish(result)
+        _name_captured(traced, tracer, self._module, self._target)
+        label = f"{self._label}_v{len(self._variants)}".replace(".", "_").replace("<", "") \
+            .replace(">", "")
+        v = build(traced, label, _gm.grad_enabled and not _gm.inference,
+                  dump_ir=_ir_dumper(label))
+        v.signature, v.paths = key, [self._readable(p) for p in paths]
+        v.sources = [_source_of(t, self._module, self._target) for t in traced.captured]
+        v.captured = list(traced.captured)
+        v.captured_meta = [_meta(t) for t in traced.captured]
+        self._cache.setdefault(key, []).append(v)
+        self._variants.append(v)
+        self.stats["compiles"] += 1
+        self.stats["compile_seconds"] += time.perf_counter() - start
+        return v
+
+    def _traceable(self):
+        """The function to trace: the user's, rewritten by the front end when possible."""
+        if self._instrumented is None:
+            self._instrumented = instrument(self._target) or False
+        if self._module is None:
+            return self._instrumented or self._fn
+        module, forward = self._module, self._instrumented
+        if not forward:
+            return module
+
+        def call_module(*args, **kwargs):
+            object.__setattr__(module, "forward", forward.__get__(module))
+            try:
+                return module(*args, **kwargs)
+            finally:
+                try:
+                    object.__delattr__(module, "forward")
+                except AttributeError:
+                    pass
+        return call_module
+
+    def _readable(self, path):
+        """``arg0_1`` -> ``batch_1`` when the first parameter is called ``batch``."""
+        if path.startswith("arg"):
+            head, _, rest = path[3:].partition("_")
+            if head.isdigit() and int(head) < len(self._params):
+                return self._params[int(head)] + ("_" + rest if rest else "")
+        return path
+
+    def _fall_back(self, reason):
+        self._eager = True
+        self.stats["fallbacks"] += 1
+        warnings.warn(
+            f"tracegrad.compile: {self._label} was traced {len(self._variants)} times (the limit "
+            f"is {self.max_variants}); running it eagerly from now on. The last retrace was "
+            f"caused by: {reason}. If a guard keeps failing, move that value-dependent code out "
+            "of the compiled function or pass max_variants= to compile.", RuntimeWarning,
+            stacklevel=3)
+
+    # inspection ------------------------------------------------------------------------------
+    def _latest(self):
+        if self._last is None:
+            raise RuntimeError(f"compile: {self._label} has not been called yet; call it once "
+                               "to trace and compile it")
+        return self._last
+
+    @property
+    def code(self):
+        """The generated forward and backward source of the variant last run."""
+        return self._latest().code
+
+    @property
+    def graph(self):
+        """The IR of the variant last run, forward then backward, as text."""
+        return self._latest().graph_text()
+
+    def explain(self):
+        """What was compiled, what hit the cache, and why it retraced, in words."""
+        s = self.stats
+        lines = [f"{self._label}: compiled {s['compiles']} time(s) "
+                 f"({s['compile_seconds'] * 1000:.1f} ms in all), {s['cache_hits']} cache "
+                 f"hit(s), {s['fallbacks']} eager fallback call(s)."]
+        for i, v in enumerate(self._variants):
+            sig, grad, inference = v.signature
+            mode = "inference mode" if inference else ("grad mode" if grad else "no_grad")
+            shapes = ", ".join(f"{p}: {_fmt_meta(m)}" for p, m in zip(v.paths, _tensor_metas(sig)))
+            lines.append(f"  variant {i} ({mode}): {shapes or 'no tensor arguments'}")
+            if v.captured:
+                lines.append(f"    reads {len(v.captured)} captured tensor(s): "
+                             + ", ".join(src[0] for src in v.sources))
+            for gd in v.guards:
+                lines.append(f"    guard: {gd.describe()}")
+            if v.backward_graph is not None:
+                nbytes = sum(val.aval.dtype.itemsize * _numel(val.shape)
+                             for val in v.forward_graph.outputs[v.n_results + len(v.mutated):])
+                lines.append(f"    saves {v.n_residuals} value(s) for backward "
+                             f"({nbytes} bytes)")
+        for r in s["retrace_reasons"]:
+            lines.append(f"  retraced because {r}")
+        if self._eager:
+            lines.append("  now running eagerly (too many variants)")
+        return "\n".join(lines)
+
+    def __repr__(self):
+        return f"<compiled {self._label}>"
+
+    def __get__(self, obj, objtype=None):      # decorating a method
+        return self if obj is None else functools.partial(self, obj)
+
+
+# signatures --------------------------------------------------------------------------------
+
+def _flatten(x, path, tensors, paths, sig):
+    """Collect tensors (with a readable path each) and a hashable signature of ``x``."""
+    if isinstance(x, Tensor):
+        tensors.append(x)
+        paths.append(path or "arg")
+        sig.append(("T", x._data.shape, x.dtype, type(x._data), x._requires_grad))
+    elif isinstance(x, (tuple, list)):
+        sig.append((type(x), len(x)))
+        if path == "":          # the top level: (args, kwargs)
+            args, kwargs = x
+            for i, a in enumerate(args):
+                _flatten(a, f"arg{i}", tensors, paths, sig)
+            for k, a in kwargs.items():
+                sig.append(("kw", k))
+                _flatten(a, k, tensors, paths, sig)
+            return
+        for i, a in enumerate(x):
+            _flatten(a, f"{path}_{i}", tensors, paths, sig)
+    elif isinstance(x, dict):
+        sig.append((type(x), tuple(x)))
+        for k, a in x.items():
+            _flatten(a, f"{path}_{k}", tensors, paths, sig)
+    elif x is None or isinstance(x, (bool, int, float, str, complex, bytes)):
+        sig.append((type(x), x))
+    else:
+        sig.append(("obj", type(x), id(x)))
+
+
+def _tensor_metas(sig):
+    return [s for s in sig if type(s) is tuple and s and s[0] == "T"]
+
+
+def _fmt_meta(m):
+    _, shape, dtype, kind, rg = m
+    return f"{dtype.name}{list(shape)}" + (" requires_grad" if rg else "")
+
+
+def _numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _difference(old, key, paths):
+    """Why ``key`` does not match the variant ``old``, in words."""
+    osig, ograd, oinf = old.signature
+    sig, grad, inf = key
+    if (grad, inf) != (ograd, oinf):
+        def mode(g, i):
+            return "inference mode" if i else ("grad mode" if g else "no_grad")
+        return f"grad mode changed: {mode(ograd, oinf)} -> {mode(grad, inf)}"
+    if len(osig) != len(sig):
+        return "the structure of the arguments changed"
+    ti = 0
+    for a, b in zip(osig, sig):
+        is_t = type(b) is tuple and b and b[0] == "T"
+        name = paths[ti] if is_t and ti < len(paths) else "an argument"
+        if is_t:
+            ti += 1
+        if a == b:
+            continue
+        if is_t and type(a) is tuple and a and a[0] == "T":
+            for i, what in ((1, "shape"), (2, "dtype"), (3, "device"), (4, "requires_grad")):
+                if a[i] != b[i]:
+                    fmt = (lambda s: list(s)) if i == 1 else (
+                        lambda d: d.name if hasattr(d, "name") else d)
+                    if i == 3:
+                        fmt = lambda k: "cpu" if k.__module__ == "numpy" else "cuda"  # noqa: E731
+                    return f"{what} of {name} changed: {fmt(a[i])} -> {fmt(b[i])}"
+        if type(a) is tuple and type(b) is tuple and len(a) == 2 and a[0] is b[0]:
+            return f"a scalar argument changed: {a[1]!r} -> {b[1]!r}"
+        return "the structure of the arguments changed"
+    return "the arguments changed"
+
+
+# captured tensors --------------------------------------------------------------------------
+
+def _is_module(fn):
+    return hasattr(fn, "named_parameters") and hasattr(type(fn), "forward") and callable(fn)
+
+
+def _param_names(fn, skip_self):
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return []
+    names = []
+    for p in params[1:] if skip_self else params:
+        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            break
+        names.append(p.name)
+    return names
+
+
+def _meta(t):
+    return (t._data.shape, t.dtype, type(t._data), t._requires_grad)
+
+
+def _source_of(t, module, fn):
+    """(name, getter) for where the function found the captured tensor ``t``."""
+    if module is not None:
+        for kind in ("named_parameters", "named_buffers"):
+            for name, p in getattr(module, kind)():
+                if p is t:
+                    get = operator.attrgetter(name)
+                    return (name, lambda get=get: get(module))
+    fn = getattr(fn, "__func__", fn)
+    code = getattr(fn, "__code__", None)
+    if code is not None and fn.__closure__:
+        for name, cell in zip(code.co_freevars, fn.__closure__):
+            try:
+                if cell.cell_contents is t:
+                    return (name, lambda cell=cell: cell.cell_contents)
+            except ValueError:
+                pass
+    g = getattr(fn, "__globals__", {})
+    for name, val in g.items():
+        if val is t:
+            return (name, lambda name=name: g.get(name))
+    return ("a tensor reached through an object", None)
+
+
+def _name_captured(traced, tracer, module, fn):
+    for t, (_, v) in zip(traced.captured, tracer.captured):
+        if v.name is None:
+            name = _source_of(t, module, fn)[0]
+            if name and " " not in name:
+                v.name = name.replace(".", "_")
+
+
+def _captured_changed(v):
+    for t, meta, (name, get) in zip(v.captured, v.captured_meta, v.sources):
+        if get is not None and get() is not t:
+            return f"the captured tensor {name} was replaced by another object"
+        if _meta(t) != meta:
+            return f"the captured tensor {name} changed shape, dtype, device or requires_grad"
+    return None
+
+
+def _ir_dumper(label):
+    folder = os.environ.get("TRACEGRAD_DUMP")
+    if not folder:
+        return None
+    from tracegrad.ir import print_graph
+    os.makedirs(folder, exist_ok=True)
+
+    def dump(stage, graph):
+        with open(os.path.join(folder, f"{label}.{stage}.ir.txt"), "w") as f:
+            f.write(print_graph(graph, stage) + "\n")
+    return dump

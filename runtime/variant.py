@@ -1,0 +1,172 @@
+"""One compiled variant: a traced graph made into generated forward/backward code.
+
+``build(traced, ...)`` runs the pass pipeline and codegen; ``Variant.run``
+executes the generated forward on a call's tensors, writes mutated inputs
+back, and wraps the results, joined to one ``CompiledFunctionBackward`` node
+when gradients are needed.
+"""
+import os
+
+import numpy as np
+
+from tracegrad.codegen import numpy as npgen
+from tracegrad.codegen import python as py
+from tracegrad.codegen.names import CodeNamer
+from tracegrad.ir import Graph, print_graph
+from tracegrad.passes import pipeline
+from tracegrad.passes.autodiff import active_values
+from tracegrad.tensor import Tensor
+from tracegrad.trace import OutputRef, map_structure
+
+from .backward import CompiledFunctionBackward
+
+
+class Variant:
+    """Generated code plus what the runtime needs to call it and to check it still fits."""
+
+    def run(self, tensors):
+        """Results for one call; ``tensors`` are the argument tensors then the captured ones."""
+        with np.errstate(all="ignore"):
+            outs = self.forward(*[t._data for t in tensors])
+        n_res, n_mut = self.n_results, len(self.mutated)
+        residuals = outs[n_res + n_mut:]
+        if self.copy_residuals:         # an input saved for backward is about to be written
+            residuals = list(residuals)
+            for k in self.copy_residuals:
+                residuals[k] = residuals[k].copy()
+        for i, arr in zip(self.mutated, outs[n_res:n_res + n_mut]):
+            t = tensors[i]
+            if t._data is not arr:
+                t._data[...] = arr
+            t._vc.value += 1
+        results = [None] * n_res
+        for k, src in enumerate(self.result_inputs):
+            if src is not None:         # an input returned as it is: the same tensor object
+                results[k] = tensors[src]
+        if self.backward is not None and self.seeds:
+            node = CompiledFunctionBackward(
+                tuple(tensors[i]._grad_edge() for i in self.wrt), self.out_meta)
+            node.variant = self
+            node.residuals = residuals
+            node.inputs = tensors
+            node.versions = [(tensors[i], tensors[i]._vc.value) for i in self.saved_inputs]
+            for nr, k in enumerate(self.seeds):
+                if results[k] is None:
+                    results[k] = Tensor._make(np.asarray(outs[k]), grad_fn=node,
+                                              requires_grad=True, output_nr=nr)
+        for k in range(n_res):
+            if results[k] is None:
+                results[k] = Tensor._make(np.asarray(outs[k]))
+        return map_structure(self.out_tree,
+                             lambda leaf: results[leaf.index] if type(leaf) is OutputRef else leaf)
+
+    # inspection ----------------------------------------------------------------------------
+    def graph_text(self):
+        if self.backward_graph is None:
+            return print_graph(self.forward_graph, "forward")
+        return (print_graph(self.forward_graph, "forward") + "\n"
+                + print_graph(self.backward_graph, "backward"))
+
+
+def build(traced, label, want_grad, dump_ir=None, check=False):
+    """A ``Variant`` for ``traced`` (from ``Tracer.finish``); ``want_grad``: grad mode was on."""
+    g = traced.graph
+    v = Variant()
+    n_res = traced.out_tree[1]
+    n_mut = len(traced.mutations)
+    inputs = list(traced.arg_tensors) + list(traced.captured)
+    index_of = {id(t): i for i, t in enumerate(inputs)}
+    v.mutated = [index_of[id(t)] for t in traced.mutations]
+    v.n_results = n_res
+    v.out_tree = traced.out_tree[0]
+    input_pos = {val: i for i, val in enumerate(g.inputs)}
+    v.result_inputs = [input_pos.get(val) if i < n_res else None
+                       for i, val in enumerate(g.outputs[:n_res])]
+    v.guards = traced.guards
+    # guard values ride along as extra outputs, so no pass drops them
+    graph = Graph(g.inputs, g.nodes, list(g.outputs) + [gd.value for gd in traced.guards])
+    wrt = [i for i, t in enumerate(inputs)
+           if want_grad and t._requires_grad and t.dtype.is_floating_point]
+    active = active_values(graph, wrt) if wrt else set()
+    seeds = [k for k in range(n_res)
+             if graph.outputs[k] in active and v.result_inputs[k] is None]
+    v.wrt, v.seeds = wrt, seeds
+    v.out_meta = tuple((graph.outputs[k].shape, graph.outputs[k].dtype.np, None) for k in seeds)
+    n_kept = n_res + n_mut
+    if seeds:
+        fwd, bwd, joint, grad_index = pipeline.forward_backward(graph, wrt, seeds, dump_ir, check)
+        n_resid = len(fwd.outputs) - len(graph.outputs)
+        residuals = fwd.outputs[len(graph.outputs):]
+        returned = list(fwd.outputs[:n_kept]) + list(residuals)
+        v.joint = Graph(joint.inputs, joint.nodes,
+                        [joint.outputs[k] for k in grad_index if k is not None])
+        v.grad_index = [None if k is None else j for j, k in
+                        enumerate(_running(grad_index))]
+        v.joint_grad_positions = None
+        pos = {val: i for i, val in enumerate(g.inputs)}
+        v.saved_inputs = sorted({pos[r] for r in residuals if r in pos})
+        mutated = set(v.mutated)
+        v.copy_residuals = [k for k, r in enumerate(residuals) if pos.get(r) in mutated]
+        v.backward_graph = bwd
+        v.n_residuals = n_resid
+    else:
+        fwd = pipeline.forward_only(graph, dump_ir, check)
+        returned = list(fwd.outputs[:n_kept])
+        v.backward_graph = v.joint = None
+        v.grad_index, v.saved_inputs, v.copy_residuals = [], [], []
+    v.forward_graph = Graph(fwd.inputs, fwd.nodes, returned)
+    _generate(v, traced, label)
+    return v
+
+
+def _running(grad_index):
+    """Positions among the gradients that exist, in order (None stays None)."""
+    out, k = [], 0
+    for gi in grad_index:
+        if gi is None:
+            out.append(None)
+        else:
+            out.append(k)
+            k += 1
+    return out
+
+
+def _generate(v, traced, label):
+    em = npgen.Emitter()
+    namer = CodeNamer()
+    guards = [(gd.value, gd.kind, gd.expected, i) for i, gd in enumerate(traced.guards)]
+    parts = [f'"""Generated by tracegrad.compile from {label}.\n\n'
+             "forward(inputs) returns the results, the new values of inputs written in place,\n"
+             'and what backward needs; backward(saved, output grads) returns input grads.\n"""',
+             "import numpy as np", ""]
+    fsrc = npgen.emit_function(em, v.forward_graph, "forward", namer, guards)
+    bsrc = None
+    if v.backward_graph is not None:
+        bsrc = npgen.emit_function(em, v.backward_graph, "backward", namer)
+    header_globals = [f"# {name}: set by the loader ({_describe(obj)})"
+                      for name, obj in em.globals_used.items()]
+    body = fsrc + (bsrc or "")
+    imports = []
+    used = [n for n, mark in (("GuardFailure", "GuardFailure("), ("P", "P."), ("_erf", "_erf("))
+            if mark in body]
+    if used:
+        imports.append(f"from tracegrad.codegen.support import {', '.join(used)}")
+    if "dtypes." in body:
+        imports.append("from tracegrad import dtypes")
+    source = "\n".join(parts + imports + header_globals + ["", ""] + [fsrc]
+                       + (["", "", bsrc] if bsrc else [])) + "\n"
+    ns, filename = py.load(source, label, em.env)
+    v.code = source
+    v.filename = filename
+    v.forward = ns["forward"]
+    v.backward = ns.get("backward")
+
+
+def _describe(obj):
+    if isinstance(obj, np.ndarray):
+        return f"a constant {obj.dtype}{list(obj.shape)} array"
+    return type(obj).__name__
+
+
+def dump_enabled():
+    return bool(os.environ.get("TRACEGRAD_DUMP"))

@@ -1,0 +1,291 @@
+"""The compiler's IR: immutable SSA ``Graph``, ``Node`` and ``Value``.
+
+A ``Value`` is an abstract tensor (an ``Aval``: shape and dtype) with an
+optional name hint taken from the user's variable. A ``Node`` applies one
+primitive of the table (``op`` is its name) to values and Python scalars and
+defines exactly one new value. A ``Graph`` lists its input values, its nodes in
+an order where every value is defined before use, and its output values.
+Nothing is mutated after construction: passes build new graphs.
+
+The canonical text form prints like a jaxpr, deterministic, shapes inline and
+params sorted::
+
+    graph(x:f32[3], w:f32[3]) {
+      h:f32[3] = mul x w
+      a:f32[] = sum h  dims=(0,) keepdim=False
+      return (a)
+    }
+
+``verify(graph)`` checks the invariants; ``evaluate(graph, tensors)`` runs a
+graph through the eager ops (the reference semantics, and how a compiled
+backward is differentiated again under ``create_graph=True``).
+"""
+import keyword
+
+import numpy as np
+
+from . import dtypes
+from .ops.core import PRIMITIVES, Aval, Primitive, bind
+
+SHORT = {dtypes.float16: "f16", dtypes.float32: "f32", dtypes.float64: "f64",
+         dtypes.int64: "i64", dtypes.int32: "i32", dtypes.int16: "i16", dtypes.int8: "i8",
+         dtypes.uint8: "u8", dtypes.bool: "bool"}
+
+
+class Value:
+    """One SSA value: an aval and a name hint (the user's variable, or None)."""
+    __slots__ = ("aval", "name")
+
+    def __init__(self, aval, name=None):
+        self.aval, self.name = aval, name
+
+    @property
+    def shape(self):
+        return self.aval.shape
+
+    @property
+    def dtype(self):
+        return self.aval.dtype
+
+    @property
+    def ndim(self):
+        return len(self.aval.shape)
+
+    def __repr__(self):
+        return f"Value({self.name or '?'}:{type_str(self.aval)})"
+
+
+class Node:
+    """``out = op(*inputs, **params)``; ``site`` is the user's ``file:line`` or ''."""
+    __slots__ = ("op", "inputs", "params", "out", "site")
+
+    def __init__(self, op, inputs, params, out, site=""):
+        self.op, self.inputs, self.params, self.out, self.site = (
+            op, tuple(inputs), dict(params), out, site)
+
+    @property
+    def prim(self):
+        return PRIMITIVES[self.op]
+
+    def values(self):
+        """The inputs that are values (the rest are Python scalars)."""
+        return [v for v in self.inputs if type(v) is Value]
+
+    def __repr__(self):
+        return f"Node({self.op})"
+
+
+class Graph:
+    """``inputs`` (values), ``nodes`` (in definition order), ``outputs`` (values)."""
+    __slots__ = ("inputs", "nodes", "outputs")
+
+    def __init__(self, inputs, nodes, outputs):
+        self.inputs, self.nodes, self.outputs = tuple(inputs), tuple(nodes), tuple(outputs)
+
+    def __str__(self):
+        return print_graph(self)
+
+    def __repr__(self):
+        return f"<Graph: {len(self.inputs)} inputs, {len(self.nodes)} nodes>"
+
+    def producers(self):
+        """Value -> the node that defines it."""
+        return {n.out: n for n in self.nodes}
+
+    def users(self):
+        """Value -> nodes that read it (in order)."""
+        out = {}
+        for n in self.nodes:
+            for v in n.inputs:
+                if type(v) is Value:
+                    out.setdefault(v, []).append(n)
+        return out
+
+
+# ops that exist only in the IR --------------------------------------------------------
+
+def _const_impl(xp, *, value):
+    return value.array if xp is np else xp.asarray(value.array)
+
+
+class Const:
+    """A constant array inside a node's params: hashed and compared by content."""
+    __slots__ = ("array", "_key")
+
+    def __init__(self, array):
+        self.array = np.asarray(array)
+        self._key = (self.array.dtype.str, self.array.shape, self.array.tobytes())
+
+    def __eq__(self, other):
+        return isinstance(other, Const) and self._key == other._key
+
+    def __hash__(self):
+        return hash(self._key)
+
+    def __repr__(self):
+        a = self.array
+        if a.size <= 6:
+            return np.array2string(a, separator=",").replace("\n", "")
+        return f"<{a.size} values>"
+
+
+constant = Primitive(
+    "constant", _const_impl, args=(),
+    dtype=lambda *, value: dtypes.from_numpy(value.array.dtype),
+    shape=lambda *, value: value.array.shape, kind="source")
+
+
+def _draw(xp, *, dist, shape, dtype, generator, low=0, high=1):
+    rng = generator.rng
+    a = (rng.random(shape) if dist == "uniform" else rng.standard_normal(shape)
+         if dist == "normal" else rng.integers(low, high, shape))
+    a = a.astype(dtype.np, copy=False)
+    return a if xp is np else xp.asarray(a)
+
+
+random = Primitive(
+    "random", _draw, args=(),
+    dtype=lambda *, dtype, **_: dtype, shape=lambda *, shape, **_: tuple(shape), kind="random")
+
+
+def _passthrough(xp, a):
+    return a
+
+
+stop_gradient = Primitive(
+    "stop_gradient", _passthrough, args=("self",),
+    dtype=lambda a: a.dtype, shape=lambda s: s, kind="elementwise", np="{0}", cuda="{0}")
+
+
+# the canonical printer ------------------------------------------------------------------
+
+def type_str(aval):
+    return f"{SHORT.get(aval.dtype, aval.dtype.name)}[{','.join(map(str, aval.shape))}]"
+
+
+class Namer:
+    """Deterministic, unique names: a value's hint when it has one, else a, b, c, ..."""
+
+    def __init__(self, taken=()):
+        self.names, self.used, self.counter = {}, set(taken), 0
+
+    def __call__(self, v):
+        name = self.names.get(v)
+        if name is None:
+            name = self._fresh(v.name)
+            self.names[v] = name
+        return name
+
+    def _fresh(self, hint):
+        if hint:
+            base = "".join(c if c.isalnum() or c == "_" else "_" for c in hint)
+            if base[0].isdigit() or keyword.iskeyword(base):
+                base = "_" + base
+            name, i = base, 1
+            while name in self.used:
+                name, i = f"{base}_{i}", i + 1
+        else:
+            name = None
+            while name is None or name in self.used:
+                name = _letters(self.counter)
+                self.counter += 1
+        self.used.add(name)
+        return name
+
+
+def _letters(i):
+    s = ""
+    i += 1
+    while i:
+        i, r = divmod(i - 1, 26)
+        s = chr(97 + r) + s
+    return s if not keyword.iskeyword(s) else s + "_"
+
+
+def format_param(v):
+    if isinstance(v, dtypes.dtype):
+        return v.name
+    if isinstance(v, tuple):
+        inner = ",".join(format_param(x) for x in v)
+        return f"({inner}{',' if len(v) == 1 else ''})"
+    if v is Ellipsis:
+        return "..."
+    if isinstance(v, dict):
+        return "{" + ",".join(f"{k}={format_param(v[k])}" for k in sorted(v)) + "}"
+    if isinstance(v, Primitive):
+        return v.name
+    if hasattr(v, "manual_seed"):      # a Generator
+        return "generator" if _is_default_generator(v) else f"generator@{id(v):x}"
+    return repr(v)
+
+
+def _is_default_generator(g):
+    from .creation import default_generator
+    return g is default_generator
+
+
+def print_graph(graph, name="graph"):
+    namer = Namer()
+    head = ", ".join(f"{namer(v)}:{type_str(v.aval)}" for v in graph.inputs)
+    lines = [f"{name}({head}) {{"]
+    for n in graph.nodes:
+        args = " ".join(namer(v) if type(v) is Value else repr(v) for v in n.inputs)
+        params = " ".join(f"{k}={format_param(n.params[k])}" for k in sorted(n.params))
+        rhs = " ".join(p for p in (n.op, args) if p)
+        lines.append(f"  {namer(n.out)}:{type_str(n.out.aval)} = {rhs}"
+                     + (f"  {params}" if params else ""))
+    lines.append(f"  return ({', '.join(namer(v) for v in graph.outputs)})")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+# checking ---------------------------------------------------------------------------------
+
+class IRError(Exception):
+    """A graph that breaks the IR's invariants (a compiler bug, never a user error)."""
+
+
+def verify(graph):
+    """Check that every value is defined once before use and that avals agree with the rules."""
+    defined = set()
+    for v in graph.inputs:
+        if v in defined:
+            raise IRError(f"input {v} listed twice")
+        defined.add(v)
+    for i, n in enumerate(graph.nodes):
+        if n.op not in PRIMITIVES:
+            raise IRError(f"node {i}: unknown op {n.op!r}")
+        for v in n.inputs:
+            if type(v) is Value and v not in defined:
+                raise IRError(f"node {i} ({n.op}): input {v} used before its definition")
+        if n.out in defined:
+            raise IRError(f"node {i} ({n.op}): {n.out} assigned twice")
+        defined.add(n.out)
+        want = infer_aval(n.op, n.inputs, n.params)
+        if want != n.out.aval:
+            raise IRError(f"node {i} ({n.op}): aval {n.out.aval} but the rules give {want}")
+    for v in graph.outputs:
+        if v not in defined:
+            raise IRError(f"output {v} is not defined")
+    return graph
+
+
+def infer_aval(op, inputs, params):
+    prim = PRIMITIVES[op]
+    operands = [v.aval if type(v) is Value else v for v in inputs]
+    return prim.shape_dtype(*operands, **params)
+
+
+# the reference interpreter -----------------------------------------------------------------
+
+def evaluate(graph, args):
+    """Run ``graph`` on tensors through the eager ops (so autograd records it)."""
+    env = dict(zip(graph.inputs, args))
+    for n in graph.nodes:
+        ins = [env[v] if type(v) is Value else v for v in n.inputs]
+        env[n.out] = bind(n.prim, *ins, **n.params)
+    return [env[v] for v in graph.outputs]
+
+
+__all__ = ["Value", "Node", "Graph", "Const", "Aval", "print_graph", "verify", "evaluate",
+           "infer_aval", "IRError", "Namer", "type_str"]

@@ -1,0 +1,1 @@
+"""Graph-to-graph passes, one a file; ``pipeline`` runs them in order."""

@@ -1,0 +1,115 @@
+"""Reverse-mode autodiff on the IR, with the very VJP rules eager uses.
+
+``autodiff(graph, wrt, seeds)`` walks the forward nodes in reverse and calls
+each primitive's rule on placeholder tensors under a symbolic tracer, so the
+rule's tracegrad ops become IR nodes. Broadcasting is undone by
+``sum_to_shape`` and dtypes restored, exactly as ``PrimNode.apply`` does.
+
+Before (``wrt=[0]``, ``seeds=[0]``)::
+
+    graph(x:f32[3]) {
+      a:f32[3] = mul x x
+      b:f32[] = sum a  dims=(0,) dtype=None keepdim=False
+      return (b)
+    }
+
+After: the joint graph takes the cotangent of each seed output as an extra
+input and returns the gradient of each ``wrt`` input after the outputs::
+
+    graph(x:f32[3], d_b:f32[]) {
+      a:f32[3] = mul x x
+      b:f32[] = sum a  dims=(0,) dtype=None keepdim=False
+      c:f32[3] = broadcast_to d_b  shape=(3,)
+      d:f32[3] = mul c x
+      e:f32[3] = mul c x
+      d_x:f32[3] = add d e
+      return (b, d_x)
+    }
+"""
+from ..autograd import grad_mode
+from ..ir import Graph, Value
+from ..ops.core import sum_to_shape, to_copy
+from ..ops.elementwise import add
+from ..trace import Tracer
+
+
+def active_values(graph, wrt):
+    """Values that depend differentiably on the inputs ``wrt``."""
+    active = {graph.inputs[i] for i in wrt}
+    for n in graph.nodes:
+        if n.prim.vjp is None or not n.out.aval.dtype.is_floating_point:
+            continue
+        if any(type(v) is Value and v in active for v in n.inputs):
+            active.add(n.out)
+    return active
+
+
+def autodiff(graph, wrt, seeds):
+    """The joint forward+backward graph, and for each ``wrt`` input the index of its
+    gradient among the joint outputs (None where no gradient flows)."""
+    active = active_values(graph, wrt)
+    tr = Tracer(symbolic=True)
+    tr.nodes = list(graph.nodes)
+    holders = {}
+
+    def ph(v):
+        t = holders.get(v)
+        if t is None:
+            t = holders[v] = tr.placeholder(v)
+        return t
+
+    cotangents = []
+    ct = {}
+    with grad_mode.no_grad(), tr.active():
+        for i in seeds:
+            v = graph.outputs[i]
+            c = Value(v.aval, "d_" + v.name if v.name else None)
+            cotangents.append(c)
+            if v in active:
+                t = ph(c)
+                ct[v] = add(ct[v], t) if v in ct else t
+        for n in reversed(graph.nodes):
+            g = ct.pop(n.out, None)
+            if g is None:
+                continue
+            _name(tr, g, n.out)
+            tr.site = n.site            # the backward of a line is listed under that line
+            need = [type(v) is Value and v in active for v in n.inputs]
+            for v, r, wanted in zip(n.inputs, _rules(n, g, ph, need), need):
+                if r is None or not wanted:
+                    continue
+                if r.shape != v.aval.shape:
+                    r = sum_to_shape(r, v.aval.shape)
+                if r.dtype is not v.aval.dtype:
+                    r = to_copy(r, dtype=v.aval.dtype)
+                ct[v] = add(ct[v], r) if v in ct else r
+    outputs = list(graph.outputs)
+    where = []
+    for i in wrt:
+        v = graph.inputs[i]
+        g = ct.get(v)
+        if g is None:
+            where.append(None)
+            continue
+        _name(tr, g, v)
+        gv = tr.value_of(g)
+        where.append(len(outputs))
+        outputs.append(gv)
+    return Graph(list(graph.inputs) + cotangents, tr.nodes, outputs), where
+
+
+def _rules(node, g, ph, need):
+    prim, params = node.prim, node.params
+    ins = [ph(v) if type(v) is Value else v for v in node.inputs]
+    out = ph(node.out)
+    if prim.vjp_all:
+        return prim.vjp(g, *ins, out=out, **params)
+    return [rule(g, *ins, out=out, **params) if rule is not None and wanted else None
+            for rule, wanted in zip(prim.vjp, need)]
+
+
+def _name(tr, g, v):
+    """Name the gradient of ``v`` after it: ``d_hidden`` for ``hidden``."""
+    gv = tr.value_of(g)
+    if v.name and gv.name is None:
+        gv.name = "d_" + v.name

@@ -1,0 +1,49 @@
+"""The pass pipeline, in order, as a script.
+
+``forward_only`` serves calls that need no gradient (``no_grad``,
+``inference_mode``, nothing requires grad); ``forward_backward`` derives the
+backward and splits the joint graph. ``dump(stage, graph)``, when given,
+sees the graph after each pass (``TRACEGRAD_DUMP`` writes them out).
+"""
+from ..ir import verify
+from .autodiff import autodiff
+from .cse import cse
+from .dce import dce
+from .partition import partition
+from .simplify import simplify
+
+
+def optimize(graph, dump=None, check=False):
+    for stage, run in (("simplify", simplify),     # identities, constant folding
+                       ("cse", cse),               # one node per distinct computation
+                       ("dce", dce)):              # drop what no output needs
+        graph = run(graph)
+        if check:
+            verify(graph)
+        if dump:
+            dump(stage, graph)
+    return graph
+
+
+def forward_only(graph, dump=None, check=False):
+    return optimize(graph, dump, check)
+
+
+def forward_backward(graph, wrt, seeds, dump=None, check=False):
+    """``(forward, backward, joint, grad_index)``: see ``autodiff`` and ``partition``."""
+    # reverse mode with the primitives' VJP rules
+    joint, grad_index = autodiff(graph, wrt, seeds)
+    if check:
+        verify(joint)
+    if dump:
+        dump("autodiff", joint)
+    joint = optimize(joint, dump, check)
+    # a forward that returns what the backward needs, and that backward
+    forward, backward, _ = partition(joint, len(graph.inputs), len(graph.outputs))
+    if check:
+        verify(forward)
+        verify(backward)
+    if dump:
+        dump("forward", forward)
+        dump("backward", backward)
+    return forward, backward, joint, grad_index

@@ -1,0 +1,309 @@
+"""Trace by running: execute a function on real tensors while recording its IR.
+
+While a ``Tracer`` is active every primitive call (``ops.core.bind``) both
+computes its value and appends a node, so Python control flow sees real data.
+The tracer keeps a map from the tensors it has seen to their current IR value:
+
+- arguments become the graph's first inputs;
+- a tensor the function reads without receiving it (a parameter, a global, a
+  closure variable) becomes a *captured* input, read afresh at every call;
+- creation functions inside the function become constants, random ones stay
+  ``random`` nodes (a fresh draw every call);
+- ``bool()``, ``item()``, ``int()``, ``float()``, ``tolist()`` record a guard:
+  the site, the value node and what was seen, checked again by the generated
+  code;
+- in-place ops are functionalised: the target's value is replaced by the op's
+  result, a write through a view replaces its base's value by a
+  ``view_scatter``, and other views of that base are recomputed from the base
+  when next read. Writes to arguments or captured tensors become extra graph
+  outputs that the runtime writes back at the end of the forward;
+- ``no_grad`` blocks, ``detach()`` and ``.data`` become ``stop_gradient``.
+
+The trace run itself leaves no trace on the user's tensors: written arguments
+and captured tensors get their data back, and random generators their state.
+"""
+import contextlib
+import sys
+
+import numpy as np
+
+from . import _hooks
+from .autograd import grad_mode
+from .ir import Const, Graph, Node, Value, constant, infer_aval, random, stop_gradient
+from .ops.core import INTERNAL, PRIMITIVES, Aval, op_error
+from .tensor import Tensor
+
+_gm = grad_mode._state
+
+
+class UnsupportedError(RuntimeError):
+    """A construct that ``tracegrad.compile`` cannot record (names the user's line)."""
+
+
+class Guard:
+    """A data-dependent decision: ``kind`` "bool" compares truth, "value" the value itself."""
+    __slots__ = ("value", "kind", "expected", "site")
+
+    def __init__(self, value, kind, expected, site):
+        self.value, self.kind, self.expected, self.site = value, kind, expected, site
+
+    def describe(self):
+        what = "bool(...)" if self.kind == "bool" else "the value"
+        return f"{what} at {self.site or '<unknown>'} was {self.expected!r} when traced"
+
+
+def user_line():
+    """``file:line`` of the innermost frame outside tracegrad."""
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename.startswith(INTERNAL):
+        f = f.f_back
+    return f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else ""
+
+
+class Traced:
+    """What a trace produced, for the passes and the runtime."""
+
+    def __init__(self, graph, n_args, captured, guards, mutations, out_tree, rngs):
+        self.graph = graph                # inputs: args then captured; outputs: results, writes
+        self.n_args = n_args              # how many graph inputs are argument tensors
+        self.captured = captured          # the captured tensors, in input order
+        self.guards = guards              # [Guard]
+        self.mutations = mutations        # [tensor] written back from the trailing outputs
+        self.out_tree = out_tree          # (result structure with OutputRef leaves, count)
+        self.rngs = rngs                  # generators whose state the random nodes advance
+
+
+class Tracer:
+    """Records primitive calls into IR nodes (see the module docstring).
+
+    With ``symbolic=True`` nothing is computed: every primitive returns a
+    placeholder tensor of the right shape and dtype whose data is a read-only
+    broadcast zero. ``passes.autodiff`` runs the VJP rules this way, so the very
+    rules eager uses build the backward graph.
+    """
+
+    def __init__(self, symbolic=False):
+        self.symbolic = symbolic
+        self.site = None        # when set, the site of every node added (autodiff: the forward's)
+        self.nodes = []
+        self.env = {}           # id(tensor) -> [tensor, value, version when recorded]
+        self.arg_inputs = []
+        self.arg_tensors = []
+        self.captured = []      # [(tensor, value)]
+        self.guards = []
+        self.undo = {}          # id(root tensor) -> (tensor, data copy, version)
+        self.rngs = {}          # id(generator) -> (generator, state before the trace)
+        self.external = set()   # ids of argument and captured tensors
+
+    # values -----------------------------------------------------------------------------
+    def add(self, op, inputs, params, name=None):
+        """Append ``op(*inputs, **params)`` and return its new value (no computation)."""
+        out = Value(infer_aval(op, inputs, params), name)
+        self.nodes.append(Node(op, inputs, params, out,
+                               self.site if self.site is not None else user_line()))
+        return out
+
+    def bind_value(self, t, v):
+        self.env[id(t)] = [t, v, t._vc.value]
+
+    def argument(self, t, name):
+        v = Value(Aval(t.shape, t.dtype), name)
+        self.arg_inputs.append(v)
+        self.arg_tensors.append(t)
+        self.external.add(id(t))
+        self.bind_value(t, v)
+        return v
+
+    def placeholder(self, v):
+        """A tensor standing for ``v`` in symbolic mode."""
+        zero = np.zeros((), v.aval.dtype.np)
+        t = Tensor._make(np.broadcast_to(zero, v.aval.shape))
+        self.bind_value(t, v)
+        return t
+
+    def value_of(self, t):
+        entry = self.env.get(id(t))
+        if entry is None and self.symbolic:     # a tensor a rule made from data: a constant
+            self.created(t)
+            return self.env[id(t)][1]
+        if entry is None:
+            if t._base is not None and id(t._base) in self.env:
+                return self._replay_view(t)
+            v = Value(Aval(t.shape, t.dtype), None)     # a captured tensor
+            self.captured.append((t, v))
+            self.external.add(id(t))
+            self.bind_value(t, v)
+            return v
+        if entry[2] != t._vc.value and t._base is not None and id(t._base) in self.env:
+            return self._replay_view(t)     # its base was written since: read it anew
+        return entry[1]
+
+    def _replay_view(self, t):
+        v = self.value_of(t._base)
+        for prim, params in t._view_steps:
+            v = self.add(prim.name, [v], params)
+        self.bind_value(t, v)
+        return v
+
+    # the bind hook ----------------------------------------------------------------------
+    def hook(self, prim, args, params, inner):
+        ins = [self.value_of(a) if isinstance(a, Tensor) else a for a in args]
+        if self.symbolic:
+            return self.placeholder(self.add(prim.name, ins, params))
+        out = inner(prim, args, params)
+        v = self.add(prim.name, ins, params)
+        if not _gm.grad_enabled and any(isinstance(a, Tensor) and a._requires_grad for a in args):
+            v = self.add("stop_gradient", [v], {})
+        self.bind_value(out, v)
+        return out
+
+    # in-place ops -----------------------------------------------------------------------
+    def inplace(self, prim, target, others, params, eager):
+        """Run the eager in-place op for its real effect, and record it functionally."""
+        tv = self.value_of(target)
+        base = target._base
+        bv = self.value_of(base) if base is not None else None
+        ovs = [self.value_of(o) if isinstance(o, Tensor) else o for o in others]
+        self._remember(base if base is not None else target)
+        if not self.symbolic:
+            with self.suspended():
+                eager()
+        v = self.add(prim.name, [tv] + ovs, params)
+        if v.aval.dtype is not target.dtype:
+            v = self.add("convert", [v], {"dtype": target.dtype, "device": None, "copy": False})
+        if v.aval.shape != target.shape:
+            v = self.add("broadcast_to", [v], {"shape": tuple(target.shape)})
+        if not _gm.grad_enabled and v.aval.dtype.is_floating_point:
+            v = self.add("stop_gradient", [v], {})
+        if base is not None:
+            self.bind_value(base, self.add("view_scatter", [bv, v],
+                                           {"steps": target._view_steps}))
+        self.bind_value(target, v)
+
+    def assign_data(self, target, source):
+        """``target.data = source`` or a raw copy: the target now holds the source's value."""
+        self._remember(target)
+        self.bind_value(target, self.add("stop_gradient", [self.value_of(source)], {}))
+
+    def _remember(self, t):
+        """Keep the data of an external tensor before its first write, to restore it."""
+        if id(t) in self.external and id(t) not in self.undo:
+            self.undo[id(t)] = (t, t._data.copy(), t._vc.value)
+
+    # tensors made without a primitive --------------------------------------------------------
+    def created(self, t):
+        self.bind_value(t, self.add("constant", [], {"value": Const(t._data.copy())}))
+
+    def drawn(self, t, generator, state_before, **params):
+        if id(generator) not in self.rngs:
+            self.rngs[id(generator)] = (generator, state_before, t)
+        self.bind_value(t, self.add("random", [], dict(params, generator=generator)))
+
+    def detached(self, src, out):
+        self.bind_value(out, self.add("stop_gradient", [self.value_of(src)], {}))
+
+    def guard(self, t, kind, seen):
+        if self.symbolic:
+            raise RuntimeError("a derivative rule read a tensor's value; rules must not branch "
+                               "on data")
+        self.guards.append(Guard(self.value_of(t), kind, seen, user_line()))
+
+    def unsupported(self, what):
+        raise op_error("compile", f"{what} is not supported inside a compiled function: it reads "
+                                  "a tensor's data outside the traced computation. Use .item() "
+                                  "for a scalar, or move this code out of the compiled function.",
+                       UnsupportedError)
+
+    @contextlib.contextmanager
+    def suspended(self):
+        prev_hook, prev_tracer = _hooks.bind_hook, _hooks.tracer
+        _hooks.bind_hook = self._below
+        _hooks.tracer = None
+        try:
+            yield
+        finally:
+            _hooks.bind_hook, _hooks.tracer = prev_hook, prev_tracer
+
+    # running ---------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def active(self):
+        """Record every primitive call made inside the block."""
+        prev_tracer = _hooks.tracer
+        self._below = _hooks.bind_hook
+        with _hooks.bind_hook_installed(self.hook):
+            _hooks.tracer = self
+            try:
+                yield self
+            finally:
+                _hooks.tracer = prev_tracer
+
+    def run(self, fn, args, kwargs):
+        """Call ``fn`` with the tracer active; return its result (real tensors)."""
+        with self.active():
+            return fn(*args, **kwargs)
+
+    def restore(self):
+        """Undo the trace run's effects on the user's tensors and generators."""
+        for t, data, version in self.undo.values():
+            t._data[...] = data
+        for gen, state, _ in self.rngs.values():
+            gen.set_state(state)
+
+    def finish(self, result):
+        """The traced graph for ``result`` (any structure of tensors and Python values)."""
+        outputs = []
+
+        def leaf(x):
+            if isinstance(x, Tensor):
+                outputs.append(self.value_of(x))
+                return OutputRef(len(outputs) - 1)
+            return x
+        tree = map_structure(result, leaf)
+        n_results = len(outputs)
+        mutations = []
+        for t, _, _ in self.undo.values():
+            outputs.append(self.value_of(t))
+            mutations.append(t)
+        graph = Graph(self.arg_inputs + [v for _, v in self.captured], self.nodes, outputs)
+        traced = Traced(graph, len(self.arg_inputs), [t for t, _ in self.captured], self.guards,
+                        mutations, (tree, n_results), [g for g, _, _ in self.rngs.values()])
+        traced.arg_tensors = list(self.arg_tensors)
+        return traced
+
+
+class OutputRef:
+    """A tensor leaf of the traced result: the ``index``-th graph output."""
+    __slots__ = ("index",)
+
+    def __init__(self, index):
+        self.index = index
+
+
+def map_structure(x, fn):
+    """Apply ``fn`` to the leaves of nested tuples, lists and dicts."""
+    if isinstance(x, tuple) and not hasattr(x, "_fields"):
+        return tuple(map_structure(y, fn) for y in x)
+    if isinstance(x, tuple):                    # a named tuple
+        return type(x)(*(map_structure(y, fn) for y in x))
+    if isinstance(x, list):
+        return [map_structure(y, fn) for y in x]
+    if isinstance(x, dict):
+        return type(x)((k, map_structure(v, fn)) for k, v in x.items())
+    return fn(x)
+
+
+def leaves(x, out):
+    """The leaves of nested tuples, lists and dicts, appended to ``out``."""
+    if isinstance(x, (tuple, list)):
+        for y in x:
+            leaves(y, out)
+    elif isinstance(x, dict):
+        for y in x.values():
+            leaves(y, out)
+    else:
+        out.append(x)
+    return out
+
+
+__all__ = ["Tracer", "Traced", "Guard", "UnsupportedError", "map_structure", "leaves",
+           "PRIMITIVES", "constant", "random", "stop_gradient"]
