@@ -87,6 +87,7 @@ class Tracer:
         self.site = None        # when set, the site of every node added (autodiff: the forward's)
         self.nodes = []
         self.env = {}           # id(tensor) -> [tensor, value, version when recorded]
+        self.by_data = {}       # id(array) -> the same entry: new tensors over a known array
         self.arg_inputs = []
         self.arg_tensors = []
         self.captured = []      # [(tensor, value)]
@@ -104,7 +105,8 @@ class Tracer:
         return out
 
     def bind_value(self, t, v):
-        self.env[id(t)] = [t, v, t._vc.value]
+        self.env[id(t)] = entry = [t, v, t._vc.value]
+        self.by_data[id(t._data)] = entry
 
     def argument(self, t, name):
         v = Value(Aval(t.shape, t.dtype), name)
@@ -123,6 +125,11 @@ class Tracer:
 
     def value_of(self, t):
         entry = self.env.get(id(t))
+        if entry is None:       # a new tensor over a known array (a saved output, an alias)
+            known = self.by_data.get(id(t._data))
+            if known is not None and known[0]._data is t._data and known[2] == known[0]._vc.value:
+                self.bind_value(t, known[1])
+                return known[1]
         if entry is None and self.symbolic:     # a tensor a rule made from data: a constant
             self.created(t)
             return self.env[id(t)][1]
