@@ -108,7 +108,8 @@ class CompiledFunction:
         label = f"{self._label}_v{len(self._variants)}".replace(".", "_").replace("<", "") \
             .replace(">", "")
         v = build(traced, label, _gm.grad_enabled and not _gm.inference,
-                  dump_ir=_ir_dumper(label))
+                  dump_ir=_ir_dumper(label), title=f"{self._label}{_where(self._target)}, "
+                                                   f"variant {len(self._variants)}")
         v.signature, v.paths = key, [self._readable(p) for p in paths]
         v.sources = [_source_of(t, self._module, self._target) for t in traced.captured]
         v.captured = list(traced.captured)
@@ -349,6 +350,13 @@ def _captured_changed(v):
         if _meta(t) != meta:
             return f"the captured tensor {name} changed shape, dtype, device or requires_grad"
     return None
+
+
+def _where(fn):
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return ""
+    return f" ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
 
 
 def _ir_dumper(label):

@@ -6,6 +6,8 @@ backward and splits the joint graph. ``dump(stage, graph)``, when given,
 sees the graph after each pass (``TRACEGRAD_DUMP`` writes them out).
 """
 from ..ir import verify
+
+VERIFY = False      # tests switch this on: verify(graph) after every pass
 from .autodiff import autodiff
 from .cse import cse
 from .dce import dce
@@ -13,7 +15,8 @@ from .partition import partition
 from .simplify import simplify
 
 
-def optimize(graph, dump=None, check=False):
+def optimize(graph, dump=None, check=None):
+    check = VERIFY if check is None else check
     for stage, run in (("simplify", simplify),     # identities, constant folding
                        ("cse", cse),               # one node per distinct computation
                        ("dce", dce)):              # drop what no output needs
@@ -25,12 +28,13 @@ def optimize(graph, dump=None, check=False):
     return graph
 
 
-def forward_only(graph, dump=None, check=False):
+def forward_only(graph, dump=None, check=None):
     return optimize(graph, dump, check)
 
 
-def forward_backward(graph, wrt, seeds, dump=None, check=False):
+def forward_backward(graph, wrt, seeds, dump=None, check=None):
     """``(forward, backward, joint, grad_index)``: see ``autodiff`` and ``partition``."""
+    check = VERIFY if check is None else check
     # reverse mode with the primitives' VJP rules
     joint, grad_index = autodiff(graph, wrt, seeds)
     if check:

@@ -1,0 +1,483 @@
+"""tracegrad.compile end to end: calling conventions, autograd on compiled outputs,
+captured tensors, in-place writes, random ops, guards and retracing, inspection."""
+import os
+import warnings
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+
+
+def _close(a, b, rtol=1e-6, atol=1e-7):
+    np.testing.assert_allclose(np.asarray(a.detach()._data if isinstance(a, tg.Tensor) else a),
+                               np.asarray(b.detach()._data if isinstance(b, tg.Tensor) else b),
+                               rtol=rtol, atol=atol)
+
+
+# calling conventions ------------------------------------------------------------------------
+
+def test_decorator_with_and_without_arguments():
+    @tg.compile
+    def f(x):
+        return x * 2
+
+    @tg.compile(backend="numpy")
+    def g(x):
+        return x + 1
+
+    x = tg.arange(3.0)
+    _close(f(x), [0, 2, 4])
+    _close(g(x), [1, 2, 3])
+    assert f.__name__ == "f" and g.__wrapped__(x).tolist() == [1.0, 2.0, 3.0]
+
+
+def test_bad_backend_is_refused():
+    with pytest.raises(ValueError, match="backend"):
+        tg.compile(lambda x: x, backend="tpu")
+
+
+def test_structures_in_and_out():
+    @tg.compile
+    def f(pair, table, scale, flag=None):
+        a, b = pair
+        out = {"sum": a + b * scale, "parts": [a * 2, (b - 1, None)], "n": 3}
+        if flag is None:
+            out["flag"] = "none"
+        return out
+
+    x, y = tg.ones(2), tg.arange(2.0)
+    out = f((x, y), {"w": x}, 2.0)
+    _close(out["sum"], [1, 3])
+    _close(out["parts"][0], [2, 2])
+    _close(out["parts"][1][0], [-1, 0])
+    assert out["parts"][1][1] is None and out["n"] == 3 and out["flag"] == "none"
+    out2 = f((x, y), {"w": x}, 2.0)
+    assert f.stats["cache_hits"] == 1 and isinstance(out2["parts"], list)
+
+
+def test_scalar_arguments_are_guarded():
+    @tg.compile
+    def f(x, k):
+        return x * k
+
+    x = tg.ones(2)
+    _close(f(x, 2.0), [2, 2])
+    _close(f(x, 3.0), [3, 3])
+    assert f.stats["compiles"] == 2
+    assert "3.0" in f.stats["retrace_reasons"][0]
+
+
+def test_an_input_returned_unchanged_is_the_same_object():
+    @tg.compile
+    def f(x):
+        return x, x + 1
+
+    x = tg.ones(2, requires_grad=True)
+    a, b = f(x)
+    assert a is x
+    b.sum().backward()
+    _close(x.grad, [1, 1])
+
+
+def test_lambda_without_source_is_traced_as_it_is():
+    f = tg.compile(eval("lambda x: (x * 3).sum()"))
+    assert f(tg.ones(4)).item() == 12.0
+    assert "def forward(" in f.code
+
+
+# autograd on compiled outputs --------------------------------------------------------------
+
+def _mlp_params(seed=0):
+    g = np.random.default_rng(seed)
+    return [tg.tensor(g.standard_normal(s) * 0.5, dtype=tg.float32, requires_grad=True)
+            for s in ((4, 8), (8,), (8, 3), (3,))]
+
+
+def _mlp(x, W1, b1, W2, b2):
+    hidden = tg.tanh(x @ W1 + b1)
+    return hidden @ W2 + b2
+
+
+def test_backward_accumulates_into_leaves_like_eager():
+    params = _mlp_params()
+    x = tg.randn(5, 4)
+    f = tg.compile(_mlp)
+    for p in params:
+        p.grad = None
+    f(x, *params).sum().backward()
+    f(x, *params).sum().backward()          # accumulates
+    got = [p.grad.clone() for p in params]
+    for p in params:
+        p.grad = None
+    _mlp(x, *params).sum().backward()
+    _mlp(x, *params).sum().backward()
+    for a, p in zip(got, params):
+        _close(a, p.grad, rtol=1e-5)
+
+
+def test_autograd_grad_and_hooks_on_outputs():
+    f = tg.compile(lambda x: (x.exp(), x * 2))
+    x = tg.tensor([0.0, 1.0], requires_grad=True)
+    a, b = f(x)
+    seen = []
+    a.register_hook(lambda g: seen.append(g.clone()) or g * 10)
+    (gx,) = tg.autograd.grad(a.sum() + b.sum(), x)
+    _close(gx, 10 * np.exp([0.0, 1.0]) + 2)
+    _close(seen[0], [1, 1])
+
+
+def test_retain_graph_and_the_second_backward_error():
+    f = tg.compile(lambda x: (x * x).sum())
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    y = f(x)
+    y.backward(retain_graph=True)
+    y.backward()
+    _close(x.grad, [4, 8])
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        y.backward()
+
+
+def test_double_backward_through_a_compiled_function():
+    @tg.compile
+    def f(x, w):
+        return (tg.tanh(x * w) ** 2).sum()
+
+    x = tg.tensor([0.3, -0.2], requires_grad=True)
+    w = tg.tensor([1.5, 0.5], requires_grad=True)
+    (gx,) = tg.autograd.grad(f(x, w), x, create_graph=True)
+    (gw,) = tg.autograd.grad(gx.sum(), w)
+    xe, we = x.detach().requires_grad_(), w.detach().requires_grad_()
+    (gxe,) = tg.autograd.grad((tg.tanh(xe * we) ** 2).sum(), xe, create_graph=True)
+    (gwe,) = tg.autograd.grad(gxe.sum(), we)
+    _close(gx, gxe)
+    _close(gw, gwe, rtol=1e-5)
+
+
+def test_in_place_change_of_a_saved_input_is_caught():
+    f = tg.compile(lambda x, w: (x * w).sum())
+    x = tg.ones(2)
+    w = tg.ones(2, requires_grad=True)
+    y = f(x, w)
+    with tg.no_grad():
+        x.mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()
+
+
+def test_no_grad_runs_a_forward_only_variant():
+    f = tg.compile(lambda x, w: (x @ w).relu().sum())
+    x, w = tg.randn(3, 4), tg.randn(4, 2, requires_grad=True)
+    with tg.no_grad():
+        y = f(x, w)
+    assert not y.requires_grad and y.grad_fn is None
+    assert "def backward" not in f.code
+    y2 = f(x, w)
+    assert y2.requires_grad and "def backward" in f.code
+    assert f.stats["compiles"] == 2 and "grad mode" in f.stats["retrace_reasons"][0]
+    with tg.inference_mode():
+        y3 = f(x, w)
+    assert y3.is_inference()
+    _close(y, y3)
+
+
+# captured tensors, in-place writes and random ops ------------------------------------------------
+
+def test_training_loop_matches_eager_step_for_step():
+    """A small MLP trained with SGD (in-place updates of captured parameters)."""
+    results = []
+    for compiled in (False, True):
+        params = _mlp_params(1)
+        W1, b1, W2, b2 = params
+
+        def loss_fn(x, y):
+            logits = _mlp(x, W1, b1, W2, b2)
+            return ((logits - y) ** 2).mean()
+        step = tg.compile(loss_fn) if compiled else loss_fn
+        g = np.random.default_rng(5)
+        losses = []
+        for _ in range(6):
+            x = tg.tensor(g.standard_normal((5, 4)), dtype=tg.float32)
+            y = tg.tensor(g.standard_normal((5, 3)), dtype=tg.float32)
+            loss = step(x, y)
+            for p in params:
+                p.grad = None
+            loss.backward()
+            with tg.no_grad():
+                for p in params:
+                    p.sub_(0.1 * p.grad)
+            losses.append(loss.item())
+        results.append((losses, [p.detach().clone() for p in params]))
+        if compiled:
+            assert step.stats["compiles"] == 1 and step.stats["cache_hits"] == 5
+    np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-5)
+    for a, b in zip(results[0][1], results[1][1]):
+        _close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_writes_to_inputs_and_captured_tensors_are_written_back():
+    running = tg.zeros(3)
+
+    @tg.compile
+    def f(x, acc):
+        with tg.no_grad():
+            running.mul_(0.5).add_(x.mean(0))
+        acc.add_(1)
+        return x.sum()
+
+    x = tg.ones(4, 3)
+    acc = tg.zeros(2)
+    v0 = acc._version
+    f(x, acc)
+    _close(running, [1, 1, 1])
+    _close(acc, [1, 1])
+    assert acc._version > v0
+    f(x, acc)
+    _close(running, [1.5, 1.5, 1.5])
+    _close(acc, [2, 2])
+
+
+def test_write_through_a_view_of_an_input():
+    @tg.compile
+    def f(x):
+        x[0] = x[1] * 2
+        row = x[2]
+        row.mul_(10)
+        return x.sum()
+
+    x = tg.arange(9.0).reshape(3, 3)
+    xe = x.clone()
+    got = f(x)
+    xe[0] = xe[1] * 2
+    xe[2].mul_(10)
+    _close(x, xe)
+    _close(got, xe.sum())
+
+
+def test_random_ops_draw_fresh_numbers_each_call_and_match_eager():
+    def f(x):
+        mask = tg.rand(x.shape) > 0.5
+        return x * mask
+    cf = tg.compile(f)
+    x = tg.ones(1000)
+    tg.manual_seed(3)
+    a1, a2 = cf(x), cf(x)
+    tg.manual_seed(3)
+    e1, e2 = f(x), f(x)
+    _close(a1, e1)
+    _close(a2, e2)
+    assert not np.array_equal(a1._data, a2._data)
+
+
+def test_parameters_replaced_by_new_objects_retrace():
+    w = tg.ones(2)
+    holder = {"w": w}
+
+    def f(x):
+        return x * W_GLOBAL
+
+    global W_GLOBAL
+    W_GLOBAL = holder["w"]
+    cf = tg.compile(f)
+    _close(cf(tg.ones(2)), [1, 1])
+    W_GLOBAL = tg.full((2,), 3.0)
+    _close(cf(tg.ones(2)), [3, 3])
+    assert "replaced" in cf.stats["retrace_reasons"][0]
+
+
+# guards and retracing ---------------------------------------------------------------------------
+
+def test_retrace_on_a_new_shape_names_it():
+    f = tg.compile(lambda x: x.sum())
+    f(tg.ones(2, 3))
+    f(tg.ones(4, 3))
+    assert f.stats["compiles"] == 2
+    assert f.stats["retrace_reasons"] == ["shape of x changed: [2, 3] -> [4, 3]"]
+
+
+def test_data_dependent_branch_both_ways():
+    @tg.compile
+    def f(x):
+        if x.sum() > 0:
+            return x * 2
+        return x - 1
+
+    _close(f(tg.ones(2)), [2, 2])
+    _close(f(-tg.ones(2)), [-2, -2])
+    _close(f(tg.ones(2)), [2, 2])
+    _close(f(-tg.ones(2)), [-2, -2])
+    assert f.stats["compiles"] == 2 and f.stats["cache_hits"] == 2
+    reason = f.stats["retrace_reasons"][0]
+    assert "guard failed" in reason and "test_compile.py" in reason
+
+
+def test_item_is_a_guard():
+    @tg.compile
+    def f(x, n):
+        return x * int(n.item())
+
+    _close(f(tg.ones(2), tg.tensor(3)), [3, 3])
+    _close(f(tg.ones(2), tg.tensor(4)), [4, 4])
+    assert f.stats["compiles"] == 2
+
+
+def test_too_many_variants_fall_back_to_eager_with_one_warning():
+    @tg.compile(max_variants=3)
+    def f(x):
+        return x * x.sum().item()
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for k in range(6):
+            _close(f(tg.full((2,), float(k))), [2.0 * k * k] * 2)
+    msgs = [str(w.message) for w in caught if "eagerly" in str(w.message)]
+    assert len(msgs) == 1 and "test_compile.py" in msgs[0]
+    assert f.stats["compiles"] == 3 and f.stats["fallbacks"] == 3
+
+
+def test_recompile_log(capsys, monkeypatch):
+    monkeypatch.setenv("TRACEGRAD_LOG", "recompiles")
+    f = tg.compile(lambda x: x + 1)
+    f(tg.ones(1))
+    f(tg.ones(2))
+    assert "retracing" in capsys.readouterr().err
+
+
+def test_explain_in_words():
+    f = tg.compile(lambda x, w: (x @ w).sum())
+    f(tg.ones(2, 3), tg.ones(3, 1, requires_grad=True))
+    f(tg.ones(5, 3), tg.ones(3, 1, requires_grad=True))
+    text = f.explain()
+    assert "compiled 2 time(s)" in text and "variant 1" in text and "saves" in text
+    assert "shape of x changed" in text
+
+
+# errors --------------------------------------------------------------------------------------------
+
+def test_a_shape_error_names_the_op_and_the_users_line_and_the_next_call_works():
+    @tg.compile
+    def f(x, w):
+        return x @ w
+
+    with pytest.raises(RuntimeError) as info:
+        f(tg.ones(2, 3), tg.ones(4, 5))
+    msg = str(info.value)
+    assert "matmul" in msg and "test_compile.py" in msg and "return x @ w" in msg
+    assert f.stats["compiles"] == 0
+    _close(f(tg.ones(2, 3), tg.ones(3, 1)), [[3], [3]])
+
+
+def test_unsupported_construct_is_named():
+    @tg.compile
+    def f(x):
+        return tg.tensor(x.numpy() * 2)
+
+    with pytest.raises(RuntimeError) as info:
+        f(tg.ones(2))
+    assert "numpy()" in str(info.value) and "test_compile.py" in str(info.value)
+
+
+def test_a_failed_trace_leaves_the_users_tensors_as_they_were():
+    acc = tg.zeros(2)
+
+    @tg.compile
+    def f(x):
+        acc.add_(1)
+        return x @ x        # fails for 1-d x of a mismatched length? no: fails below
+
+    with pytest.raises(RuntimeError):
+        f(tg.ones(2, 3))
+    _close(acc, [0, 0])
+
+
+# inspection --------------------------------------------------------------------------------------
+
+def _body(compiled):
+    return compiled.code.split("import numpy as np\n", 1)[1].strip()
+
+
+def test_generated_code_is_pinned_for_a_small_program():
+    @tg.compile
+    def f(x, w):
+        hidden = tg.tanh(x * w)
+        return hidden.sum()
+
+    f(tg.ones(3), tg.ones(3, requires_grad=True))
+    line = f.__wrapped__.__code__.co_firstlineno
+    assert f.code.startswith(f'"""Generated by tracegrad.compile from '
+                             f'test_generated_code_is_pinned_for_a_small_program.<locals>.f '
+                             f'(test_compile.py:{line}), variant 0.')
+    assert _body(f) == f'''def forward(x, w):
+    # test_compile.py:{line + 2}: hidden = tg.tanh(x * w)
+    t0 = x * w
+    hidden = np.tanh(t0)
+    del t0
+    # test_compile.py:{line + 3}: return hidden.sum()
+    out = np.sum(hidden, axis=(0,), keepdims=False)
+    return (out, hidden, x)
+
+
+def backward(hidden, x, d_out):
+    # test_compile.py:{line + 3}: return hidden.sum()
+    t1 = d_out.reshape((1,))
+    d_hidden = np.broadcast_to(t1, (3,))
+    del t1
+    # test_compile.py:{line + 2}: hidden = tg.tanh(x * w)
+    t2 = d_hidden * (1 - hidden * hidden)
+    del d_hidden
+    d_w = t2 * x
+    del t2
+    return (d_w,)'''
+
+
+def test_generated_code_and_ir_pinned_for_a_branchy_program():
+    @tg.compile
+    def f(x):
+        total = x.sum()
+        if total > 0:
+            x = x * 2
+        return x
+
+    f(tg.ones(2))
+    line = f.__wrapped__.__code__.co_firstlineno
+    assert _body(f) == f'''from tracegrad.codegen.support import GuardFailure
+
+
+def forward(x):
+    # test_compile.py:{line + 2}: total = x.sum()
+    total = np.sum(x, axis=(0,), keepdims=False)
+    # test_compile.py:{line + 3}: if total > 0:
+    t0 = total > 0
+    if bool(t0) is not True:
+        raise GuardFailure(0)
+    del t0, total
+    # test_compile.py:{line + 4}: x = x * 2
+    x_1 = x * 2
+    return (x_1,)'''
+    assert f.graph == """forward(x:f32[2]) {
+  total:f32[] = sum x  dims=(0,) dtype=None keepdim=False
+  a:bool[] = gt total 0
+  x_1:f32[2] = mul x 2
+  return (x_1)
+}"""
+
+
+def test_generated_module_runs_standalone(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACEGRAD_DUMP", str(tmp_path))
+
+    @tg.compile
+    def f(x, w):
+        return (tg.relu(x @ w) ** 2).mean()
+
+    x, w = tg.randn(3, 4), tg.randn(4, 2, requires_grad=True)
+    y = f(x, w)
+    files = sorted(os.listdir(tmp_path))
+    module = [n for n in files if n.endswith(".py")]
+    assert len(module) == 1 and any(n.endswith(".ir.txt") for n in files)
+    import runpy
+    ns = runpy.run_path(str(tmp_path / module[0]))
+    outs = ns["forward"](x.numpy(), w.detach().numpy())
+    _close(outs[0], y)
+    grads = ns["backward"](*outs[1:], np.float32(1.0))
+    y.backward()
+    _close(grads[0], w.grad)
