@@ -76,7 +76,9 @@ class Emitter:
             return self.global_for(v, "generator")
         if v is Ellipsis:
             return "..."
-        return self.scalar(v)
+        if v is None or isinstance(v, (bool, int, float, str)):
+            return self.scalar(v)
+        return self.global_for(v, getattr(v, "__name__", type(v).__name__) + "_")
 
     def index_key(self, spec, index_names):
         parts = []

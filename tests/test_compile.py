@@ -481,3 +481,52 @@ def test_generated_module_runs_standalone(tmp_path, monkeypatch):
     grads = ns["backward"](*outs[1:], np.float32(1.0))
     y.backward()
     _close(grads[0], w.grad)
+
+
+# custom autograd.Function ------------------------------------------------------------------------
+
+class _ScaledExp(tg.autograd.Function):
+    """exp(x) * scale, with a backward that is deliberately 3x the true one, so a test
+    can tell that the user's own backward ran."""
+
+    @staticmethod
+    def forward(ctx, x, scale):
+        y = x.exp() * scale
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return g * y * 3, None
+
+
+class _SplitSquare(tg.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x, x * 2
+
+    @staticmethod
+    def backward(ctx, ga, gb):
+        (x,) = ctx.saved_tensors
+        return ga * 2 * x + gb * 2
+
+
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_custom_function_uses_its_own_forward_and_backward(create_graph):
+    def f(x):
+        a, b = _SplitSquare.apply(x)
+        return (_ScaledExp.apply(a * 0.5, 2.0) + b).sum()
+
+    cf = tg.compile(f)
+    results = []
+    for fn in (f, cf):
+        x = tg.tensor([0.2, -0.7, 1.1], requires_grad=True)
+        (g,) = tg.autograd.grad(fn(x), x, create_graph=create_graph)
+        results.append([g])
+        if create_graph:
+            results[-1].append(tg.autograd.grad(g.sum(), x)[0])
+    for a, b in zip(*results):
+        _close(a, b, rtol=1e-5)
+    assert "fn=__ScaledExp" in cf.code      # the forward calls the user's Function

@@ -82,7 +82,8 @@ def _graph_prims(tensors):
 
 def test_every_differentiable_primitive_has_a_table_entry():
     covered = {p for e in TABLE for p in e.prims}
-    differentiable = {name for name, prim in PRIMITIVES.items() if prim.vjp is not None}
+    differentiable = {name for name, prim in PRIMITIVES.items() if prim.vjp is not None
+                      and prim.kind != "custom"}
     missing = sorted(differentiable - covered)
     assert not missing, f"differentiable primitives without an op-table entry: {missing}"
     unknown = sorted(covered - set(PRIMITIVES))

@@ -209,6 +209,25 @@ class Tracer:
     def detached(self, src, out):
         self.bind_value(out, self.add("stop_gradient", [self.value_of(src)], {}))
 
+    def custom_function(self, fn, args, kwargs, apply):
+        """``fn.apply(*args)``: run it for real, record one node per tensor output."""
+        from .custom_prim import custom_primitive, learn
+        if kwargs:
+            self.unsupported(f"{fn.__name__}.apply with keyword arguments")
+        tensors = [a for a in args if isinstance(a, Tensor)]
+        template = tuple(None if isinstance(a, Tensor) else a for a in args)
+        ins = [self.value_of(t) for t in tensors]
+        with self.suspended():
+            result = apply()
+        outs = result if isinstance(result, tuple) else (result,)
+        for k, o in enumerate(outs):
+            if isinstance(o, Tensor):
+                prim = custom_primitive(fn, k)
+                learn(prim, tensors, o)
+                self.bind_value(o, self.add(prim.name, ins,
+                                            {"fn": fn, "template": template, "index": k}))
+        return result
+
     def guard(self, t, kind, seen):
         if self.symbolic:
             raise RuntimeError("a derivative rule read a tensor's value; rules must not branch "

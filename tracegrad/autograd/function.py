@@ -6,6 +6,7 @@ checks, knows which inputs need gradients, and is what ``grad_fn`` shows.
 """
 import functools
 
+from .. import _hooks
 from . import grad_mode
 from .graph import FREED_ERROR, Node, SavedTensor, _seq
 
@@ -135,6 +136,13 @@ class Function(metaclass=FunctionMeta):
 
     @classmethod
     def apply(cls, *args, **kwargs):
+        if _hooks.tracer is not None:       # inside tracegrad.compile
+            return _hooks.tracer.custom_function(cls, args, kwargs,
+                                                 lambda: cls._apply(*args, **kwargs))
+        return cls._apply(*args, **kwargs)
+
+    @classmethod
+    def _apply(cls, *args, **kwargs):
         from ..tensor import Tensor
         ctx = cls._backward_cls()
         is_tensor = [isinstance(a, Tensor) for a in args]
