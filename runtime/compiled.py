@@ -63,6 +63,8 @@ class CompiledFunction:
             return self._fn(*args, **kwargs)
         tensors, paths, sig = [], [], []
         _flatten((args, kwargs), "", tensors, paths, sig)
+        if self._module is not None:    # train()/eval() changes what a module computes
+            sig.append(("training", tuple(m.training for m in self._module.modules())))
         key = (tuple(sig), _gm.grad_enabled, _gm.inference)
         reason = None
         variants = self._cache.get(key)
@@ -274,6 +276,8 @@ def _difference(old, key, paths):
             ti += 1
         if a == b:
             continue
+        if a[0] == "training":
+            return "a module switched between train() and eval()"
         if is_t and type(a) is tuple and a and a[0] == "T":
             for i, what in ((1, "shape"), (2, "dtype"), (3, "device"), (4, "requires_grad")):
                 if a[i] != b[i]:

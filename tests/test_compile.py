@@ -530,3 +530,44 @@ def test_custom_function_uses_its_own_forward_and_backward(create_graph):
     for a, b in zip(*results):
         _close(a, b, rtol=1e-5)
     assert "fn=__ScaledExp" in cf.code      # the forward calls the user's Function
+
+
+# nn.Module ---------------------------------------------------------------------------------------
+
+def _model():
+    from tracegrad import nn
+    tg.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.BatchNorm1d(8), nn.Dropout(0.25),
+                         nn.Linear(8, 3))
+
+
+def test_compiled_module_matches_eager_with_batchnorm_and_dropout():
+    x = tg.randn(16, 4)
+    runs = []
+    for compiled in (False, True):
+        model = _model()
+        f = tg.compile(model) if compiled else model
+        tg.manual_seed(7)
+        outs = [f(x) for _ in range(2)]         # dropout draws a fresh mask each call
+        outs[0].pow(2).mean().backward()
+        model.eval()
+        outs.append(f(x))
+        runs.append((outs, model[0].weight.grad.clone(), model[2].running_mean.clone(),
+                     model[2].running_var.clone(), model[2].num_batches_tracked.item()))
+    (e_outs, e_grad, e_mean, e_var, e_n), (c_outs, c_grad, c_mean, c_var, c_n) = runs
+    for a, b in zip(c_outs, e_outs):
+        _close(a, b, rtol=1e-5, atol=1e-6)
+    assert not np.array_equal(c_outs[0]._data, c_outs[1]._data)
+    _close(c_grad, e_grad, rtol=1e-5, atol=1e-6)
+    _close(c_mean, e_mean)
+    _close(c_var, e_var)
+    assert c_n == e_n == 2
+
+
+def test_module_train_eval_switch_retraces():
+    model = _model()
+    f = tg.compile(model)
+    f(tg.randn(4, 4))
+    model.eval()
+    f(tg.randn(4, 4))
+    assert f.stats["retrace_reasons"] == ["a module switched between train() and eval()"]
