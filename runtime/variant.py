@@ -10,6 +10,7 @@ import os
 import numpy as np
 
 from tracegrad.codegen import numpy as npgen
+from tracegrad.codegen.support import GuardFailure
 from tracegrad.codegen import python as py
 from tracegrad.codegen.names import CodeNamer
 from tracegrad.ir import Graph, print_graph
@@ -26,8 +27,13 @@ class Variant:
 
     def run(self, tensors):
         """Results for one call; ``tensors`` are the argument tensors then the captured ones."""
-        with np.errstate(all="ignore"):
-            outs = self.forward(*[t._data for t in tensors])
+        try:
+            with np.errstate(all="ignore"):
+                outs = self.forward(*[t._data for t in tensors])
+        except GuardFailure:
+            raise
+        except Exception as exc:    # noqa: BLE001 - re-raised naming the user's line
+            raise generated_error(self, exc) from exc
         n_res, n_mut = self.n_results, len(self.mutated)
         residuals = outs[n_res + n_mut:]
         if self.copy_residuals:         # an input saved for backward is about to be written
@@ -163,6 +169,27 @@ def _generate(v, traced, label, title):
     v.filename = filename
     v.forward = ns["forward"]
     v.backward = ns.get("backward")
+
+
+def generated_error(v, exc):
+    """An error raised inside generated code, restated with the statement and the user's line."""
+    import linecache
+    import traceback
+    lineno = None
+    for frame, line in traceback.walk_tb(exc.__traceback__):
+        if frame.f_code.co_filename == v.filename:
+            lineno = line
+    if lineno is None:
+        return exc
+    lines = linecache.getlines(v.filename)
+    stmt = lines[lineno - 1].strip()
+    site = next((ln.strip()[2:] for ln in reversed(lines[:lineno - 1])
+                 if ln.strip().startswith("# ") and ":" in ln), "")
+    err = type(exc) if isinstance(exc, (IndexError, TypeError, ValueError)) else RuntimeError
+    try:
+        return err(f"{exc} (in the compiled code at `{stmt}`)" + (f"\n  (at {site})" if site else ""))
+    except TypeError:
+        return RuntimeError(f"{exc} (in the compiled code at `{stmt}`)")
 
 
 def _describe(obj):

@@ -571,3 +571,18 @@ def test_module_train_eval_switch_retraces():
     model.eval()
     f(tg.randn(4, 4))
     assert f.stats["retrace_reasons"] == ["a module switched between train() and eval()"]
+
+
+def test_an_error_inside_generated_code_names_the_statement_and_the_users_line():
+    @tg.compile
+    def f(x, idx):
+        picked = x.gather(0, idx)
+        return picked * 2
+
+    x = tg.arange(4.0)
+    _close(f(x, tg.tensor([1, 3])), [2, 6])
+    with pytest.raises(RuntimeError) as info:
+        f(x, tg.tensor([1, 9]))           # same shapes: the cached variant runs and fails
+    msg = str(info.value)
+    assert "compiled code" in msg and "picked = x.gather(0, idx)" in msg
+    _close(f(x, tg.tensor([0, 2])), [0, 4])
