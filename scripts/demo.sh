@@ -4,4 +4,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install -q -e .
-exec .venv/bin/python samples/train_mlp_eager.py "$@"
+exec .venv/bin/python samples/train_mlp.py "$@"
