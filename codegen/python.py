@@ -48,20 +48,18 @@ def stmt(source):
     return gast.parse(source).body[0]
 
 
-def _unparse(node):
-    tree = gast.gast_to_ast(gast.Module(body=[node], type_ignores=[]))
-    return ast.unparse(ast.fix_missing_locations(tree))
-
-
 def function(fname, params, body, doc=None):
     """Source of ``def fname(params):`` with ``body`` a list of (comment or None, stmt)."""
     lines = [f"def {fname}({', '.join(params)}):"]
     if doc:
         lines.append(f'    """{doc}"""')
-    for comment, node in body:
+    # one gast -> ast conversion for the whole body, then one unparse per statement
+    converted = gast.gast_to_ast(gast.Module(body=[node for _, node in body], type_ignores=[]))
+    ast.fix_missing_locations(converted)
+    for (comment, _), node in zip(body, converted.body):
         if comment:
             lines.append(f"    # {comment}")
-        for line in _unparse(node).splitlines():
+        for line in ast.unparse(node).splitlines():
             lines.append("    " + line)
     if len(lines) == 1:
         lines.append("    pass")

@@ -39,6 +39,10 @@ def compile(fn=None, *, backend="auto", dynamic=None, fullgraph=False, mode=None
 
     Works as ``@compile``, ``@compile(backend=...)`` and ``compile(model)``. The result
     takes and returns what ``fn`` does; its tensor outputs take part in autograd.
+    Every variant is specialised to its shapes (``dynamic`` is accepted for PyTorch's
+    signature) and there are no graph breaks: a construct that cannot be traced raises,
+    so ``fullgraph`` is always in effect. ``max_variants`` bounds retracing before the
+    function runs eagerly.
     """
     from tracegrad.runtime.compiled import CompiledFunction   # the runtime loads lazily
 
