@@ -1,2 +1,2 @@
-"""Utilities (``tracegrad.utils.hooks``; data loading lands with nn/optim)."""
-from . import hooks  # noqa: F401
+"""Utilities: ``tracegrad.utils.hooks`` and ``tracegrad.utils.data`` (datasets, DataLoader)."""
+from . import data, hooks  # noqa: F401

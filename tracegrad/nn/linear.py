@@ -1,0 +1,69 @@
+"""``Linear``, ``Identity`` and ``Flatten``: the layers that only reshape or map linearly."""
+import math
+
+from .. import creation
+from . import functional as F, init
+from .module import Module
+from .parameter import Parameter
+
+
+class Identity(Module):
+    """Returns its input; takes (and ignores) any constructor arguments."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
+    def forward(self, input):
+        return input
+
+
+class Linear(Module):
+    """``y = x @ weight.T + bias`` with ``weight`` of shape ``(out_features, in_features)``.
+
+    Initialised as PyTorch does: ``kaiming_uniform_(a=sqrt(5))`` for the weight, which is
+    U(-1/sqrt(in_features), 1/sqrt(in_features)), and the same bound for the bias.
+    """
+
+    def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
+        super().__init__()
+        self.in_features = in_features
+        self.out_features = out_features
+        self.weight = Parameter(creation.empty(out_features, in_features, device=device,
+                                               dtype=dtype))
+        if bias:
+            self.bias = Parameter(creation.empty(out_features, device=device, dtype=dtype))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
+            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input):
+        if input.shape[-1:] != (self.in_features,):
+            raise RuntimeError(f"Linear: expected input with last dimension {self.in_features} "
+                               f"(in_features), got input of shape {list(input.shape)}")
+        return F.linear(input, self.weight, self.bias)
+
+    def extra_repr(self):
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}")
+
+
+class Flatten(Module):
+    """Flattens dims ``start_dim`` to ``end_dim`` (by default all but the batch dim)."""
+
+    def __init__(self, start_dim=1, end_dim=-1):
+        super().__init__()
+        self.start_dim = start_dim
+        self.end_dim = end_dim
+
+    def forward(self, input):
+        return input.flatten(self.start_dim, self.end_dim)
+
+    def extra_repr(self):
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"

@@ -1,0 +1,6 @@
+"""``tracegrad.optim``: optimizers that update parameters in place, PyTorch's formulas."""
+from .adam import Adam, AdamW
+from .optimizer import Optimizer
+from .sgd import SGD
+
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW"]

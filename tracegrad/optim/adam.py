@@ -1,0 +1,100 @@
+"""``Adam`` (with ``amsgrad``, ``maximize``, L2 ``weight_decay``) and ``AdamW`` (decoupled
+weight decay).
+
+The update is PyTorch's single-tensor (``foreach=False``) one, op for op, so
+float32 parameters follow PyTorch's to rounding. Per parameter, at step t:
+
+    p *= 1 - lr * weight_decay                  (AdamW)   | g += weight_decay * p   (Adam)
+    m += (g - m) * (1 - beta1)                  (lerp)
+    v = v * beta2 + (1 - beta2) * g * g
+    v_max = max(v_max, v)                       (amsgrad; v_max replaces v below)
+    denom = sqrt(v) / sqrt(1 - beta2^t) + eps
+    p += (-lr / (1 - beta1^t)) * m / denom
+
+The bias corrections are computed in Python floats from ``state["step"]``, a
+float32 scalar tensor as in PyTorch's state dicts.
+"""
+from .. import creation, dtypes
+from ..ops import maximum, sqrt
+from .optimizer import Optimizer, _no_grad_step
+
+
+class Adam(Optimizer):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 amsgrad=False, *, foreach=None, maximize=False, capturable=False,
+                 differentiable=False, fused=None, decoupled_weight_decay=False):
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        if not 0.0 <= betas[0] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+        if not 0.0 <= betas[1] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                        amsgrad=amsgrad, maximize=maximize, foreach=foreach,
+                        capturable=capturable, differentiable=differentiable, fused=fused,
+                        decoupled_weight_decay=decoupled_weight_decay)
+        super().__init__(params, defaults)
+
+    def _state_for(self, p, amsgrad):
+        state = self.state[p]
+        if not state:
+            state["step"] = creation.tensor(0.0, dtype=dtypes.float32)
+            state["exp_avg"] = creation.zeros_like(p)
+            state["exp_avg_sq"] = creation.zeros_like(p)
+            if amsgrad:
+                state["max_exp_avg_sq"] = creation.zeros_like(p)
+        return state
+
+    @_no_grad_step
+    def step(self, closure=None):
+        loss = self._closure_loss(closure)
+        for group in self.param_groups:
+            lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
+            beta1, beta2 = group["betas"]
+            amsgrad = group["amsgrad"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                grad = -p.grad if group["maximize"] else p.grad
+                state = self._state_for(p, amsgrad)
+                exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+                state["step"].add_(1)
+                if weight_decay != 0:
+                    if group["decoupled_weight_decay"]:
+                        p.mul_(1 - lr * weight_decay)
+                    else:
+                        grad = grad.add(p, alpha=weight_decay)
+                exp_avg.add_((grad - exp_avg) * (1 - beta1))           # lerp_(grad, 1 - beta1)
+                exp_avg_sq.mul_(beta2).add_(grad * (1 - beta2) * grad)  # addcmul_, same order
+                step = state["step"].item()
+                bias_correction1 = 1 - beta1 ** step
+                bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
+                step_size = lr / bias_correction1
+                if amsgrad:
+                    max_sq = state["max_exp_avg_sq"]
+                    max_sq.copy_(maximum(max_sq, exp_avg_sq))
+                    denom = (sqrt(max_sq) / bias_correction2_sqrt).add_(eps)
+                else:
+                    denom = (sqrt(exp_avg_sq) / bias_correction2_sqrt).add_(eps)
+                p.add_(exp_avg * -step_size / denom)                    # addcdiv_
+        return loss
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (Loshchilov & Hutter), default 1e-2."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
+                 amsgrad=False, *, maximize=False, foreach=None, capturable=False,
+                 differentiable=False, fused=None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach,
+                         maximize=maximize, capturable=capturable, differentiable=differentiable,
+                         fused=fused, decoupled_weight_decay=True)
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group["decoupled_weight_decay"] = True

@@ -1,0 +1,185 @@
+"""``Optimizer``: parameter groups, per-parameter state, ``zero_grad`` and state dicts.
+
+Subclasses implement ``step`` with in-place tracegrad ops under ``no_grad``,
+so parameters keep their identity (modules and other optimizers holding
+them see the update) and their version counters move. ``state_dict`` is
+PyTorch's format: ``{"state": {index: {...}}, "param_groups": [{..., "params":
+[index, ...]}]}`` with parameters numbered across groups in order.
+"""
+import functools
+import warnings
+from collections import defaultdict
+from copy import deepcopy
+from itertools import chain
+
+from ..autograd.grad_mode import no_grad
+from ..tensor import Tensor
+
+
+class _RequiredParameter:
+    def __repr__(self):
+        return "<required parameter>"
+
+
+required = _RequiredParameter()
+
+
+def _typename(obj):
+    return obj.type() if isinstance(obj, Tensor) else type(obj).__name__
+
+
+def _no_grad_step(step):
+    """Run ``step`` without recording autograd; a closure, if given, runs with grad on."""
+    @functools.wraps(step)
+    def wrapper(self, *args, **kwargs):
+        with no_grad():
+            return step(self, *args, **kwargs)
+    return wrapper
+
+
+class Optimizer:
+    """Base class: ``params`` is an iterable of tensors, of ``(name, tensor)`` pairs, or of
+    dicts (parameter groups, each with its own options overriding ``defaults``)."""
+
+    def __init__(self, params, defaults):
+        self.defaults = defaults
+        self.state = defaultdict(dict)      # keyed by the parameter (tensors hash by identity)
+        self.param_groups = []
+        if isinstance(params, Tensor):
+            raise TypeError(f"params argument given to the optimizer should be an iterable of "
+                            f"Tensors or dicts, but got {_typename(params)}")
+        groups = list(params)
+        if not groups:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for group in groups:
+            self.add_param_group(dict(group))
+
+    def add_param_group(self, param_group):
+        """Add a group of parameters (a dict with ``params`` and any option overrides)."""
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, but got {_typename(param_group)}")
+        params = param_group["params"]
+        if isinstance(params, Tensor):
+            params = [params]
+        elif isinstance(params, set):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, "
+                            "but the ordering of tensors in sets will change between runs. "
+                            "Please use a list instead.")
+        else:
+            params = list(params)
+        if params and isinstance(params[0], tuple):     # named parameters
+            param_group["param_names"] = [name for name, _ in params]
+            params = [p for _, p in params]
+        param_group["params"] = params
+        for p in params:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"optimizer can only optimize Tensors, but one of the params is "
+                                f"{_typename(p)}")
+            if not (p.is_leaf or p.retains_grad):
+                raise ValueError("can't optimize a non-leaf Tensor")
+        for name, default in self.defaults.items():
+            if default is required and name not in param_group:
+                raise ValueError(f"parameter group didn't specify a value of required "
+                                 f"optimization parameter {name}")
+            param_group.setdefault(name, default)
+        if len({id(p) for p in params}) != len(params):
+            warnings.warn("optimizer contains a parameter group with duplicate parameters; in "
+                          "future, this will cause an error; see "
+                          "github.com/pytorch/pytorch/issues/40967 for more information",
+                          stacklevel=3)
+        seen = {id(p) for group in self.param_groups for p in group["params"]}
+        if any(id(p) in seen for p in params):
+            raise ValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append(param_group)
+
+    def zero_grad(self, set_to_none=True):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    if p.grad.grad_fn is not None:
+                        p.grad.detach_()
+                    else:
+                        p.grad.requires_grad_(False)
+                    p.grad.zero_()
+
+    def step(self, closure=None):
+        raise NotImplementedError
+
+    def _closure_loss(self, closure):
+        if closure is None:
+            return None
+        from ..autograd.grad_mode import enable_grad
+        with enable_grad():
+            return closure()
+
+    # state dict --------------------------------------------------------------------------
+    def state_dict(self):
+        """The state (holding this optimizer's tensors, not copies) and the groups' options,
+        parameters replaced by their index."""
+        index = {}
+        groups = []
+        for group in self.param_groups:
+            packed = {k: v for k, v in group.items() if k != "params"}
+            for p in group["params"]:
+                index.setdefault(id(p), len(index))
+            packed["params"] = [index[id(p)] for p in group["params"]]
+            groups.append(packed)
+        state = {index[id(p)] if isinstance(p, Tensor) else p: v for p, v in self.state.items()}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict):
+        """Load a ``state_dict()`` taken from an optimizer over parameters of the same shapes;
+        state tensors are moved to their parameter's dtype (except ``step``) and device."""
+        groups = self.param_groups
+        saved_groups = deepcopy(state_dict["param_groups"])
+        if len(groups) != len(saved_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        if any(len(g["params"]) != len(s["params"]) for g, s in zip(groups, saved_groups)):
+            raise ValueError("loaded state dict contains a parameter group that doesn't match "
+                             "the size of optimizer's group")
+        id_map = dict(zip(chain.from_iterable(s["params"] for s in saved_groups),
+                          chain.from_iterable(g["params"] for g in groups)))
+
+        def cast(param, value, key=None):
+            if isinstance(value, Tensor):
+                if key == "step":       # kept as saved: a float32 scalar, as PyTorch keeps it
+                    return value
+                if param.is_floating_point():
+                    return value.to(dtype=param.dtype, device=param.device)
+                return value.to(device=param.device)
+            if isinstance(value, dict):
+                return {k: cast(param, v, k) for k, v in value.items()}
+            return value
+
+        state = defaultdict(dict)
+        for k, v in state_dict["state"].items():
+            if k in id_map:
+                state[id_map[k]] = cast(id_map[k], v)
+            else:
+                state[k] = v
+        for group, saved in zip(groups, saved_groups):
+            saved["params"] = group["params"]
+        self.state = state
+        self.param_groups = saved_groups
+
+    def __getstate__(self):
+        return {"defaults": self.defaults, "state": self.state,
+                "param_groups": self.param_groups}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
+    def __repr__(self):
+        s = type(self).__name__ + " ("
+        for i, group in enumerate(self.param_groups):
+            s += f"\nParameter Group {i}\n"
+            for key in sorted(group):
+                if key != "params":
+                    s += f"    {key}: {group[key]}\n"
+        return s + ")"
