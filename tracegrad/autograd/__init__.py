@@ -9,10 +9,12 @@ from .grad_mode import (
 )
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .variable import Variable
+from . import profiler  # last: it imports tracegrad.profiler, which needs the engine
 
 __all__ = [
     "backward", "grad", "Function", "FunctionCtx", "once_differentiable", "Variable",
     "no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled",
     "is_inference_mode_enabled", "gradcheck", "gradgradcheck", "GradcheckError",
     "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled", "functional", "graph",
+    "profiler",
 ]

@@ -13,6 +13,9 @@ from .anomaly_mode import _Anomaly, report
 from .graph import AccumulateGrad
 
 _gm = grad_mode._state
+# The profiler's wrapper around ``_run_node`` while it records, else None. Checked once per
+# backward call: when set, every node takes the general path so that it can be timed.
+node_hook = None
 
 
 def _as_tuple(x):
@@ -228,7 +231,7 @@ def run(outputs, root_grads, retain_graph, create_graph, inputs, accumulate):
     captured = [None] * (len(inputs) if inputs is not None else 0)
 
     order = sorted(nodes, key=_seq_of, reverse=True)
-    simple = not captures and not _Anomaly.enabled
+    simple = not captures and not _Anomaly.enabled and node_hook is None
     prev_mode = _gm.grad_enabled
     _gm.grad_enabled = create_graph
     try:
@@ -243,8 +246,8 @@ def run(outputs, root_grads, retain_graph, create_graph, inputs, accumulate):
                 if not retain_graph:
                     node.release()
             else:
-                out = _run_node(node, grads, captures.get(node), captured, inputs, needed,
-                                accumulate, retain_graph, create_graph)
+                out = (node_hook or _run_node)(node, grads, captures.get(node), captured, inputs,
+                                               needed, accumulate, retain_graph, create_graph)
             for (nxt, nr), g in zip(node.next_functions, out):
                 if g is None or nxt is None:
                     continue
