@@ -15,6 +15,8 @@ from tracegrad.autograd.graph import FREED_ERROR, Node
 from tracegrad.ir import evaluate
 from tracegrad.tensor import Tensor
 
+from .events import phase
+
 _gm = grad_mode._state
 
 
@@ -30,7 +32,7 @@ class CompiledFunctionBackward(Node):
         if _gm.grad_enabled:        # create_graph: run the joint graph through eager ops
             outs = evaluate(v.joint, list(self.inputs) + list(grads))
             return [None if k is None else outs[k] for k in v.grad_index]
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), phase(v.profile_name, "backward"):
             arrays = v.backward(*self.residuals, *[g._data for g in grads])
         res, it = [], iter(arrays)
         for k in v.grad_index:

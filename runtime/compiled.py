@@ -25,6 +25,7 @@ from tracegrad.tensor import Tensor
 from tracegrad.trace import Tracer
 from tracegrad.transform import instrument
 
+from .events import phase
 from .variant import build
 
 _gm = grad_mode._state
@@ -102,7 +103,8 @@ class CompiledFunction:
             tracer.argument(t, self._readable(p))
         fn = self._traceable()
         try:
-            result = tracer.run(fn, args, kwargs)
+            with phase(self._label, "trace", "compile"):
+                result = tracer.run(fn, args, kwargs)
         finally:
             tracer.restore()
         traced = tracer.finish(result)
@@ -110,7 +112,7 @@ class CompiledFunction:
         label = f"{self._label}_v{len(self._variants)}".replace(".", "_").replace("<", "") \
             .replace(">", "")
         v = build(traced, label, _gm.grad_enabled and not _gm.inference,
-                  dump_ir=_ir_dumper(label), title=f"{self._label}{_where(self._target)}, "
+                  dump_ir=_ir_dumper(label), profile_name=self._label, title=f"{self._label}{_where(self._target)}, "
                                                    f"variant {len(self._variants)}")
         v.signature, v.paths = key, [self._readable(p) for p in paths]
         v.sources = [_source_of(t, self._module, self._target) for t in traced.captured]

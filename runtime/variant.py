@@ -20,6 +20,7 @@ from tracegrad.tensor import Tensor
 from tracegrad.trace import OutputRef, map_structure
 
 from .backward import CompiledFunctionBackward
+from .events import phase
 
 
 class Variant:
@@ -28,7 +29,7 @@ class Variant:
     def run(self, tensors):
         """Results for one call; ``tensors`` are the argument tensors then the captured ones."""
         try:
-            with np.errstate(all="ignore"):
+            with np.errstate(all="ignore"), phase(self.profile_name, "forward"):
                 outs = self.forward(*[t._data for t in tensors])
         except GuardFailure:
             raise
@@ -74,7 +75,7 @@ class Variant:
                 + print_graph(self.backward_graph, "backward"))
 
 
-def build(traced, label, want_grad, dump_ir=None, check=None, title=None):
+def build(traced, label, want_grad, dump_ir=None, check=None, title=None, profile_name=None):
     """A ``Variant`` for ``traced`` (from ``Tracer.finish``); ``want_grad``: grad mode was on."""
     g = traced.graph
     v = Variant()
@@ -102,8 +103,10 @@ def build(traced, label, want_grad, dump_ir=None, check=None, title=None):
     v.wrt, v.seeds = wrt, seeds
     v.out_meta = tuple((graph.outputs[k].shape, graph.outputs[k].dtype.np, None) for k in seeds)
     n_kept = n_res + n_mut
+    v.profile_name = profile_name or label
+    with phase(v.profile_name, "passes", "compile"):
+        fwd, bwd, joint, grad_index = _passes(graph, wrt, seeds, dump_ir, check)
     if seeds:
-        fwd, bwd, joint, grad_index = pipeline.forward_backward(graph, wrt, seeds, dump_ir, check)
         n_resid = len(fwd.outputs) - len(graph.outputs)
         residuals = fwd.outputs[len(graph.outputs):]
         returned = list(fwd.outputs[:n_kept]) + list(residuals)
@@ -119,13 +122,19 @@ def build(traced, label, want_grad, dump_ir=None, check=None, title=None):
         v.backward_graph = bwd
         v.n_residuals = n_resid
     else:
-        fwd = pipeline.forward_only(graph, dump_ir, check)
         returned = list(fwd.outputs[:n_kept])
         v.backward_graph = v.joint = None
         v.grad_index, v.saved_inputs, v.copy_residuals = [], [], []
     v.forward_graph = Graph(fwd.inputs, fwd.nodes, returned)
-    _generate(v, traced, label, title or label)
+    with phase(v.profile_name, "codegen", "compile"):
+        _generate(v, traced, label, title or label)
     return v
+
+
+def _passes(graph, wrt, seeds, dump_ir, check):
+    if seeds:
+        return pipeline.forward_backward(graph, wrt, seeds, dump_ir, check)
+    return pipeline.forward_only(graph, dump_ir, check), None, None, None
 
 
 def _running(grad_index):

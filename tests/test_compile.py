@@ -586,3 +586,19 @@ def test_an_error_inside_generated_code_names_the_statement_and_the_users_line()
     msg = str(info.value)
     assert "compiled code" in msg and "picked = x.gather(0, idx)" in msg
     _close(f(x, tg.tensor([0, 2])), [0, 4])
+
+
+def test_profiler_shows_compile_phases_and_compiled_kernels():
+    @tg.compile
+    def f(x, w):
+        return (x @ w).tanh().sum()
+
+    x, w = tg.randn(3, 4), tg.randn(4, 2, requires_grad=True)
+    with tg.profiler.profile() as prof:
+        f(x, w).backward()
+    names = {e.key for e in prof.key_averages()}
+    label = "test_profiler_shows_compile_phases_and_compiled_kernels.<locals>.f"
+    for phase in ("compile:{}:trace", "compile:{}:passes", "compile:{}:codegen",
+                  "compiled:{}:forward", "compiled:{}:backward"):
+        assert phase.format(label) in names
+    assert "CompiledFunctionBackward" in names

@@ -20,7 +20,9 @@ bind_hook = None        # callable(prim, args, params) -> Tensor, or None
 
 
 def _plain(prim, args, params):
+    global _plain
     from .ops.core import apply_plain
+    _plain = apply_plain        # the import once; later hooks get the function itself
     return apply_plain(prim, args, params)
 
 
