@@ -112,9 +112,7 @@ def build(traced, label, want_grad, dump_ir=None, check=None, title=None, profil
         returned = list(fwd.outputs[:n_kept]) + list(residuals)
         v.joint = Graph(joint.inputs, joint.nodes,
                         [joint.outputs[k] for k in grad_index if k is not None])
-        v.grad_index = [None if k is None else j for j, k in
-                        enumerate(_running(grad_index))]
-        v.joint_grad_positions = None
+        v.grad_index = _running(grad_index)     # per wrt input: its position among the grads
         pos = {val: i for i, val in enumerate(g.inputs)}
         v.saved_inputs = sorted({pos[r] for r in residuals if r in pos})
         mutated = set(v.mutated)

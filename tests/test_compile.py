@@ -602,3 +602,15 @@ def test_profiler_shows_compile_phases_and_compiled_kernels():
                   "compiled:{}:forward", "compiled:{}:backward"):
         assert phase.format(label) in names
     assert "CompiledFunctionBackward" in names
+
+
+def test_double_backward_when_an_input_gets_no_gradient():
+    @tg.compile
+    def f(a, b, c):
+        return (a.exp() * c).sum() + b.detach().sum()
+
+    a, b, c = (tg.tensor([0.5, -0.5], requires_grad=True) for _ in range(3))
+    ga, gb, gc = tg.autograd.grad(f(a, b, c), (a, b, c), create_graph=True, allow_unused=True)
+    assert gb is None
+    (gga,) = tg.autograd.grad((ga * gc).sum(), a)     # ga * gc = c * exp(2a)
+    _close(gga, 2 * c.detach() * (2 * a.detach()).exp(), rtol=1e-5)
