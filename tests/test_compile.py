@@ -614,3 +614,37 @@ def test_double_backward_when_an_input_gets_no_gradient():
     assert gb is None
     (gga,) = tg.autograd.grad((ga * gc).sum(), a)     # ga * gc = c * exp(2a)
     _close(gga, 2 * c.detach() * (2 * a.detach()).exp(), rtol=1e-5)
+
+
+def _layer_cases():
+    from tracegrad import nn
+    return {
+        "Linear": (lambda: nn.Linear(4, 3), lambda: (tg.randn(5, 4),)),
+        "LayerNorm": (lambda: nn.LayerNorm(4), lambda: (tg.randn(5, 4),)),
+        "BatchNorm2d": (lambda: nn.BatchNorm2d(3), lambda: (tg.randn(2, 3, 4, 4),)),
+        "Embedding": (lambda: nn.Embedding(10, 4), lambda: (tg.tensor([[1, 2], [3, 9]]),)),
+        "GELU_tanh": (lambda: nn.GELU(approximate="tanh"),
+                      lambda: (tg.randn(5, 4, requires_grad=True),)),
+        "GELU": (lambda: nn.GELU(), lambda: (tg.randn(5, 4, requires_grad=True),)),
+        "Softmax": (lambda: nn.Softmax(1), lambda: (tg.randn(5, 4, requires_grad=True),)),
+        "CrossEntropyLoss": (lambda: nn.CrossEntropyLoss(ignore_index=1, label_smoothing=0.1),
+                             lambda: (tg.randn(5, 4, requires_grad=True),
+                                      tg.tensor([0, 1, 2, 3, 1]))),
+        "BCEWithLogitsLoss": (lambda: nn.BCEWithLogitsLoss(pos_weight=tg.ones(4) * 2),
+                              lambda: (tg.randn(5, 4, requires_grad=True), tg.rand(5, 4))),
+        "MSELoss": (lambda: nn.MSELoss(), lambda: (tg.randn(5, 4, requires_grad=True),
+                                                   tg.randn(5, 4))),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_layer_cases()))
+def test_nn_layers_compile_like_eager(name):
+    make, inputs = _layer_cases()[name]
+    tg.manual_seed(0)
+    module, args = make(), inputs()
+    compiled = tg.compile(module)
+    got, want = compiled(*args), module(*args)
+    _close(got, want, rtol=1e-5, atol=1e-6)
+    wrt = list(module.parameters()) + [a for a in args if a.requires_grad]
+    for a, b in zip(tg.autograd.grad(got.sum(), wrt), tg.autograd.grad(want.sum(), wrt)):
+        _close(a, b, rtol=1e-4, atol=1e-6)
