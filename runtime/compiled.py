@@ -180,6 +180,13 @@ class CompiledFunction:
         """The IR of the variant last run, forward then backward, as text."""
         return self._latest().graph_text()
 
+    @property
+    def graph_ir(self):
+        """The IR graphs of the variant last run: ``[("forward", g), ("backward", g)]``."""
+        v = self._latest()
+        return [("forward", v.forward_graph)] + (
+            [("backward", v.backward_graph)] if v.backward_graph is not None else [])
+
     def explain(self):
         """What was compiled, what hit the cache, and why it retraced, in words."""
         s = self.stats

@@ -173,3 +173,16 @@ def test_a_long_chain_is_not_limited_by_recursion():
     labels, _, edges = _graph(make_dot(y.sum()))
     assert list(labels.values()).count("MulBackward0") == 3000
     assert len(edges) == 3000 + 3          # the chain, sum -> output, leaf -> acc -> first mul
+
+
+def test_a_compiled_functions_graph_is_drawn():
+    @tg.compile
+    def f(x, w):
+        hidden = tg.tanh(x * w)
+        return hidden.sum()
+
+    f(tg.ones(3), tg.ones(3, requires_grad=True))
+    src = tg.viz.make_dot_from_graph(f).source
+    assert "forward: x" in src and "backward: d_out" in src
+    assert "tanh\\nhidden: f32[3]" in src and "forward output 0" in src
+    assert src.count("->") >= 6

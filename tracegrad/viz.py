@@ -32,7 +32,7 @@ import os
 import shutil
 import subprocess
 
-__all__ = ["make_dot", "Digraph"]
+__all__ = ["make_dot", "make_dot_from_graph", "Digraph"]
 
 SAVED_PREFIX = "_saved_"
 _FILL = {"output": "darkolivegreen1", "base": "darkolivegreen3", "param": "lightblue",
@@ -227,6 +227,36 @@ def _fn_label(fn, show_attrs, max_attr_chars):
         return s[:col2 - 3] + "..." if len(s) > col2 else s
     rows = "\n".join(f"{k:<{col1}}: {truncate(v):>{col2}}" for k, v in attrs.items())
     return f"{name}\n{sep}\n{rows}"
+
+
+def make_dot_from_graph(graphs):
+    """Draw IR graphs: ``[(title, Graph), ...]``, a ``Graph``, or a compiled function
+    (its last variant's forward and backward). Inputs are lightblue, outputs green;
+    each node is a box ``op`` with its value's name and type."""
+    from .ir import Graph, Namer, Value, type_str
+    if hasattr(graphs, "graph_ir"):
+        graphs = graphs.graph_ir
+    if isinstance(graphs, Graph):
+        graphs = [("graph", graphs)]
+    dot = Digraph(node_attr=dict(style="filled", shape="box", align="left", fontsize="10",
+                                 ranksep="0.1", height="0.2", fontname="monospace"))
+    b = _DotBuilder(dot)
+    namer = Namer()
+    for title, graph in graphs:
+        for v in graph.inputs:
+            b.value(v, f"{title}: {namer(v)}\n{type_str(v.aval)}", "param")
+        for n in graph.nodes:
+            b.op(n.out, f"{n.op}\n{namer(n.out)}: {type_str(n.out.aval)}")
+            for v in n.inputs:
+                if type(v) is Value:
+                    b.edge(v, n.out)
+        for k, v in enumerate(graph.outputs):
+            key = ("out", title, k)
+            b.keep.append(key)
+            b.value(key, f"{title} output {k}\n{namer(v)}", "output")
+            b.edge(v, key)
+    _resize_graph(dot)
+    return dot
 
 
 def make_dot(var, params=None, show_attrs=False, show_saved=False, max_attr_chars=50):
