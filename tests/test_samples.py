@@ -3,6 +3,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -34,10 +35,18 @@ def test_sample_runs(name):
     _run(name)
 
 
-def test_the_demo_trains_compiled_and_shows_its_code_and_profile():
+def _losses(out):
+    return [float(v) for v in out.split("loss fell from ")[1].splitlines()[0].split(" to ")]
+
+
+def test_the_demo_trains_compiled_like_eager_and_shows_its_code_and_profile():
     out = _run("train_mlp.py")
-    first, last = (float(v) for v in out.split("loss fell from ")[1].split(";")[0].split(" to "))
+    first, last = _losses(out)
     assert last < 0.2 and last < first / 2       # the spirals are learnt
+    eager = subprocess.run([sys.executable, os.path.join(ROOT, "samples", "train_mlp.py"),
+                            *SAMPLES["train_mlp.py"], "--eager"], cwd=ROOT, capture_output=True,
+                           text=True, timeout=120)
+    np.testing.assert_allclose(_losses(eager.stdout), [first, last], rtol=1e-4)
     assert "1 compile(s)" in out
     assert "def forward(" in out and "def backward(" in out
     assert "Self CPU time total" in out
