@@ -106,6 +106,8 @@ class Emitter:
         if op == "random":
             return self.random(params)
         template = prim.np_template
+        if callable(template):      # a template that chooses its source by the params
+            return template(*args, **params)
         if template is not None:
             kw = {k: self.param(v, for_template=True) for k, v in params.items()}
             if op == "index":

@@ -197,7 +197,19 @@ pow_scalar_p = Primitive(
     "pow_scalar", lambda xp, x, exponent: _pow_impl(xp, x, exponent), args=("self",),
     dtype=lambda x, exponent: promote(x, exponent), shape=same_shape,
     vjp=(lambda g, x, out, exponent: _pow_scalar_grad(g, x, exponent),), saves=("self",),
-    node="PowBackward0", np="{0} ** {exponent}", cuda="pow({0}, {exponent})", kind="elementwise")
+    node="PowBackward0", np=lambda x, exponent: _pow_source(x, exponent),
+    cuda="pow({0}, {exponent})", kind="elementwise")
+
+
+def _pow_source(x, exponent):
+    """NumPy source for ``x ** exponent`` with the shortcuts ``_pow_impl`` takes: NumPy's
+    general power is ~100x slower than multiplying (float32 ``u**3``: 250 ms vs 1.3 ms
+    at 4M elements)."""
+    if exponent == 2 and not isinstance(exponent, bool):
+        return f"{x} * {x}"
+    if exponent == 3 and not isinstance(exponent, bool):
+        return f"{x} * {x} * {x}"
+    return f"{x} ** {exponent!r}"
 
 
 def _pow_impl(xp, x, y):
