@@ -5,7 +5,6 @@ executes the generated forward on a call's tensors, writes mutated inputs
 back, and wraps the results, joined to one ``CompiledFunctionBackward`` node
 when gradients are needed.
 """
-import os
 
 import numpy as np
 
@@ -50,7 +49,7 @@ class Variant:
         for k, src in enumerate(self.result_inputs):
             if src is not None:         # an input returned as it is: the same tensor object
                 results[k] = tensors[src]
-        if self.backward is not None and self.seeds:
+        if self.seeds:
             node = CompiledFunctionBackward(
                 tuple(tensors[i]._grad_edge() for i in self.wrt), self.out_meta)
             node.variant = self
@@ -87,8 +86,7 @@ def build(traced, label, want_grad, dump_ir=None, check=None, title=None, profil
     v.n_results = n_res
     v.out_tree = traced.out_tree[0]
     input_pos = {val: i for i, val in enumerate(g.inputs)}
-    v.result_inputs = [input_pos.get(val) if i < n_res else None
-                       for i, val in enumerate(g.outputs[:n_res])]
+    v.result_inputs = [input_pos.get(val) for val in g.outputs[:n_res]]
     for k, val in enumerate(g.outputs[:n_res]):     # so that its gradient reads d_out
         if val.name is None:
             val.name = "out" if n_res == 1 else f"out{k}"
@@ -107,18 +105,16 @@ def build(traced, label, want_grad, dump_ir=None, check=None, title=None, profil
     with phase(v.profile_name, "passes", "compile"):
         fwd, bwd, joint, grad_index = _passes(graph, wrt, seeds, dump_ir, check)
     if seeds:
-        n_resid = len(fwd.outputs) - len(graph.outputs)
         residuals = fwd.outputs[len(graph.outputs):]
         returned = list(fwd.outputs[:n_kept]) + list(residuals)
         v.joint = Graph(joint.inputs, joint.nodes,
                         [joint.outputs[k] for k in grad_index if k is not None])
         v.grad_index = _running(grad_index)     # per wrt input: its position among the grads
-        pos = {val: i for i, val in enumerate(g.inputs)}
-        v.saved_inputs = sorted({pos[r] for r in residuals if r in pos})
+        v.saved_inputs = sorted({input_pos[r] for r in residuals if r in input_pos})
         mutated = set(v.mutated)
-        v.copy_residuals = [k for k, r in enumerate(residuals) if pos.get(r) in mutated]
+        v.copy_residuals = [k for k, r in enumerate(residuals) if input_pos.get(r) in mutated]
         v.backward_graph = bwd
-        v.n_residuals = n_resid
+        v.n_residuals = len(residuals)
     else:
         returned = list(fwd.outputs[:n_kept])
         v.backward_graph = v.joint = None
@@ -203,7 +199,3 @@ def _describe(obj):
     if isinstance(obj, np.ndarray):
         return f"a constant {obj.dtype}{list(obj.shape)} array"
     return type(obj).__name__
-
-
-def dump_enabled():
-    return bool(os.environ.get("TRACEGRAD_DUMP"))

@@ -12,7 +12,7 @@ forward runs once for each).
 from . import _hooks
 from .autograd import grad_mode
 from .autograd.function import _save
-from .ops.core import PRIMITIVES, Primitive
+from .ops.core import Primitive
 from .tensor import Tensor
 
 _AVALS = {}      # (prim name, input shapes) -> (shape, dtype), learnt when first traced
@@ -80,4 +80,4 @@ def learn(prim, inputs, out):
     _AVALS[(prim.name, tuple(tuple(t.shape) for t in inputs))] = (tuple(out.shape), out.dtype)
 
 
-__all__ = ["custom_primitive", "learn", "PRIMITIVES"]
+__all__ = ["custom_primitive", "learn"]

@@ -23,14 +23,13 @@ The trace run itself leaves no trace on the user's tensors: written arguments
 and captured tensors get their data back, and random generators their state.
 """
 import contextlib
-import sys
 
 import numpy as np
 
 from . import _hooks
 from .autograd import grad_mode
-from .ir import Const, Graph, Node, Value, constant, infer_aval, random, stop_gradient
-from .ops.core import INTERNAL, PRIMITIVES, Aval, op_error
+from .ir import Const, Graph, Node, Value, infer_aval
+from .ops.core import Aval, op_error, user_frame
 from .tensor import Tensor
 
 _gm = grad_mode._state
@@ -54,23 +53,20 @@ class Guard:
 
 def user_line():
     """``file:line`` of the innermost frame outside tracegrad."""
-    f = sys._getframe(1)
-    while f is not None and f.f_code.co_filename.startswith(INTERNAL):
-        f = f.f_back
+    f = user_frame()
     return f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else ""
 
 
 class Traced:
     """What a trace produced, for the passes and the runtime."""
 
-    def __init__(self, graph, n_args, captured, guards, mutations, out_tree, rngs):
+    def __init__(self, graph, arg_tensors, captured, guards, mutations, out_tree):
         self.graph = graph                # inputs: args then captured; outputs: results, writes
-        self.n_args = n_args              # how many graph inputs are argument tensors
+        self.arg_tensors = arg_tensors    # the argument tensors, in input order
         self.captured = captured          # the captured tensors, in input order
         self.guards = guards              # [Guard]
         self.mutations = mutations        # [tensor] written back from the trailing outputs
         self.out_tree = out_tree          # (result structure with OutputRef leaves, count)
-        self.rngs = rngs                  # generators whose state the random nodes advance
 
 
 class Tracer:
@@ -203,7 +199,7 @@ class Tracer:
 
     def drawn(self, t, generator, state_before, **params):
         if id(generator) not in self.rngs:
-            self.rngs[id(generator)] = (generator, state_before, t)
+            self.rngs[id(generator)] = (generator, state_before)
         self.bind_value(t, self.add("random", [], dict(params, generator=generator)))
 
     def detached(self, src, out):
@@ -272,7 +268,7 @@ class Tracer:
         """Undo the trace run's effects on the user's tensors and generators."""
         for t, data, version in self.undo.values():
             t._data[...] = data
-        for gen, state, _ in self.rngs.values():
+        for gen, state in self.rngs.values():
             gen.set_state(state)
 
     def finish(self, result):
@@ -291,10 +287,8 @@ class Tracer:
             outputs.append(self.value_of(t))
             mutations.append(t)
         graph = Graph(self.arg_inputs + [v for _, v in self.captured], self.nodes, outputs)
-        traced = Traced(graph, len(self.arg_inputs), [t for t, _ in self.captured], self.guards,
-                        mutations, (tree, n_results), [g for g, _, _ in self.rngs.values()])
-        traced.arg_tensors = list(self.arg_tensors)
-        return traced
+        return Traced(graph, list(self.arg_tensors), [t for t, _ in self.captured], self.guards,
+                      mutations, (tree, n_results))
 
 
 class OutputRef:
@@ -318,18 +312,4 @@ def map_structure(x, fn):
     return fn(x)
 
 
-def leaves(x, out):
-    """The leaves of nested tuples, lists and dicts, appended to ``out``."""
-    if isinstance(x, (tuple, list)):
-        for y in x:
-            leaves(y, out)
-    elif isinstance(x, dict):
-        for y in x.values():
-            leaves(y, out)
-    else:
-        out.append(x)
-    return out
-
-
-__all__ = ["Tracer", "Traced", "Guard", "UnsupportedError", "map_structure", "leaves",
-           "PRIMITIVES", "constant", "random", "stop_gradient"]
+__all__ = ["Tracer", "Traced", "Guard", "UnsupportedError", "OutputRef", "map_structure"]

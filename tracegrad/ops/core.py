@@ -155,11 +155,17 @@ class PrimNode(Node):
 
 # errors -----------------------------------------------------------------------
 
-def user_site():
-    """``file:line: source`` of the innermost frame outside tracegrad, or ''."""
+def user_frame():
+    """The innermost frame outside tracegrad (the user's code), or None."""
     f = sys._getframe(1)
     while f is not None and f.f_code.co_filename.startswith(INTERNAL):
         f = f.f_back
+    return f
+
+
+def user_site():
+    """``file:line: source`` of the innermost frame outside tracegrad, or ''."""
+    f = user_frame()
     if f is None:
         return ""
     src = linecache.getline(f.f_code.co_filename, f.f_lineno).strip()

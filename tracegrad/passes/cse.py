@@ -12,7 +12,7 @@ Before::                                  After::
       return (c)                              }
     }
 """
-from ..ir import Graph, Node, Value
+from ..ir import Graph, Value
 from .rewrite import substitute
 
 
