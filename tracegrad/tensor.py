@@ -45,6 +45,20 @@ NON_LEAF_GRAD_WARNING = (
     "access the non-leaf Tensor by mistake, make sure you access the leaf Tensor instead.")
 
 
+def parse_to_args(args, kwargs):
+    """``(device, dtype)`` from the arguments of ``Tensor.to`` / ``Module.to``: a device, a
+    dtype, both, or a tensor to copy them from (``non_blocking`` is accepted and ignored)."""
+    dev = dt = None
+    for a in list(args) + [v for k, v in kwargs.items() if k != "non_blocking"]:
+        if isinstance(a, Tensor):
+            dev, dt = a.device, a.dtype
+        elif isinstance(a, dtypes.dtype):
+            dt = a
+        elif a is not None and not isinstance(a, bool):
+            dev = as_device(a)
+    return dev, dt
+
+
 class Tensor:
     __slots__ = ("_data", "_requires_grad", "_grad", "_grad_fn", "_output_nr", "_vc", "_base",
                  "_view_steps", "_view_version", "_backward_hooks", "_post_acc_hooks",
@@ -371,15 +385,8 @@ class Tensor:
     def to(self, *args, **kwargs):
         """``to(device)``, ``to(dtype)``, ``to(device, dtype)`` or ``to(other_tensor)``."""
         from .ops import to_copy
-        dev = dt = None
         copy = kwargs.pop("copy", False)
-        for a in list(args) + list(kwargs.values()):
-            if isinstance(a, Tensor):
-                dev, dt = a.device, a.dtype
-            elif isinstance(a, dtypes.dtype):
-                dt = a
-            elif a is not None and not isinstance(a, bool):
-                dev = as_device(a)
+        dev, dt = parse_to_args(args, kwargs)
         return to_copy(self, dtype=dt, device=dev, copy=copy)
 
     def cpu(self):

@@ -16,7 +16,20 @@ def _index(idx, n):
     return idx + n if idx < 0 else idx
 
 
-class Sequential(Module):
+class _Numbered(Module):
+    """Submodules named "0", "1", ...: what Sequential and ModuleList share."""
+
+    def append(self, module):
+        self.add_module(str(len(self)), module)
+        return self
+
+    def extend(self, modules):
+        for module in modules:
+            self.append(module)
+        return self
+
+
+class Sequential(_Numbered):
     """``Sequential(m0, m1, ...)`` or ``Sequential(OrderedDict(name=module))``: forward feeds
     each child's output to the next."""
 
@@ -60,15 +73,6 @@ class Sequential(Module):
                              f"{type(other).__name__} is given.")
         return Sequential(*self, *other)
 
-    def append(self, module):
-        self.add_module(str(len(self)), module)
-        return self
-
-    def extend(self, modules):
-        for module in modules:
-            self.append(module)
-        return self
-
     def insert(self, index, module):
         if not isinstance(module, Module):
             raise AssertionError(f"module should be of type: {Module}")
@@ -88,7 +92,7 @@ class Sequential(Module):
         return input
 
 
-class ModuleList(Module):
+class ModuleList(_Numbered):
     """A list of modules that registers them; it has no ``forward`` of its own."""
 
     def __init__(self, modules=None):
@@ -124,15 +128,6 @@ class ModuleList(Module):
 
     def __add__(self, other):
         return ModuleList(list(self) + list(other))
-
-    def append(self, module):
-        self.add_module(str(len(self)), module)
-        return self
-
-    def extend(self, modules):
-        for module in modules:
-            self.append(module)
-        return self
 
     def insert(self, index, module):
         for i in range(len(self._modules), index, -1):

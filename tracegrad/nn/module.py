@@ -16,11 +16,9 @@ import collections.abc
 import itertools
 from collections import OrderedDict
 
-from .. import dtypes
 from ..autograd.grad_mode import no_grad
 from ..autograd.graph import RemovableHandle, _HookDict
-from ..device import as_device
-from ..tensor import Tensor
+from ..tensor import Tensor, parse_to_args
 from .parameter import Parameter
 
 
@@ -58,6 +56,22 @@ def _add_hook(hooks, entry, prepend):
         hooks.update(rest)
     return handle
 
+
+
+def zero_grads(params, set_to_none=True):
+    """``zero_grad`` of modules and optimisers: drop each ``.grad``, or zero it in place
+    (detached first, as PyTorch does)."""
+    for p in params:
+        if p.grad is None:
+            continue
+        if set_to_none:
+            p.grad = None
+        else:
+            if p.grad.grad_fn is not None:
+                p.grad.detach_()
+            else:
+                p.grad.requires_grad_(False)
+            p.grad.zero_()
 
 class Module:
     """Base class for all neural network modules; subclasses define ``forward``."""
@@ -284,17 +298,7 @@ class Module:
         return self
 
     def zero_grad(self, set_to_none=True):
-        for p in self.parameters():
-            if p.grad is None:
-                continue
-            if set_to_none:
-                p.grad = None
-            else:
-                if p.grad.grad_fn is not None:
-                    p.grad.detach_()
-                else:
-                    p.grad.requires_grad_(False)
-                p.grad.zero_()
+        zero_grads(self.parameters(), set_to_none)
 
     def apply(self, fn):
         """Call ``fn`` on every submodule (children first), then on this module."""
@@ -424,14 +428,7 @@ class Module:
     def to(self, *args, **kwargs):
         """``to(device)``, ``to(dtype)``, ``to(device, dtype)`` or ``to(tensor)``; a dtype
         applies to floating-point parameters and buffers only."""
-        device = dtype = None
-        for a in list(args) + [v for k, v in kwargs.items() if k != "non_blocking"]:
-            if isinstance(a, Tensor):
-                device, dtype = a.device, a.dtype
-            elif isinstance(a, dtypes.dtype):
-                dtype = a
-            elif a is not None and not isinstance(a, bool):
-                device = as_device(a)
+        device, dtype = parse_to_args(args, kwargs)
         if dtype is not None and not dtype.is_floating_point:
             raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but "
                             f"got desired dtype={dtype}")

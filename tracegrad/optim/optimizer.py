@@ -13,6 +13,7 @@ from copy import deepcopy
 from itertools import chain
 
 from ..autograd.grad_mode import no_grad
+from ..nn.module import zero_grads
 from ..tensor import Tensor
 
 
@@ -95,18 +96,7 @@ class Optimizer:
         self.param_groups.append(param_group)
 
     def zero_grad(self, set_to_none=True):
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                if set_to_none:
-                    p.grad = None
-                else:
-                    if p.grad.grad_fn is not None:
-                        p.grad.detach_()
-                    else:
-                        p.grad.requires_grad_(False)
-                    p.grad.zero_()
+        zero_grads(chain.from_iterable(g["params"] for g in self.param_groups), set_to_none)
 
     def step(self, closure=None):
         raise NotImplementedError
