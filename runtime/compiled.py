@@ -195,7 +195,7 @@ class CompiledFunction:
                  f"hit(s), {s['fallbacks']} eager fallback call(s)."]
         for i, v in enumerate(self._variants):
             sig, grad, inference = v.signature
-            mode = "inference mode" if inference else ("grad mode" if grad else "no_grad")
+            mode = _mode_name(grad, inference)
             shapes = ", ".join(f"{p}: {_fmt_meta(m)}" for p, m in zip(v.paths, _tensor_metas(sig)))
             lines.append(f"  variant {i} ({mode}): {shapes or 'no tensor arguments'}")
             if v.captured:
@@ -267,14 +267,22 @@ def _numel(shape):
     return n
 
 
+# the fields of a tensor's signature entry ("T", shape, dtype, array type, requires_grad)
+_TENSOR_FIELDS = (("shape", list), ("dtype", lambda d: d.name),
+                  ("device", lambda kind: "cpu" if kind.__module__ == "numpy" else "cuda"),
+                  ("requires_grad", bool))
+
+
+def _mode_name(grad, inference):
+    return "inference mode" if inference else ("grad mode" if grad else "no_grad")
+
+
 def _difference(old, key, paths):
     """Why ``key`` does not match the variant ``old``, in words."""
     osig, ograd, oinf = old.signature
     sig, grad, inf = key
     if (grad, inf) != (ograd, oinf):
-        def mode(g, i):
-            return "inference mode" if i else ("grad mode" if g else "no_grad")
-        return f"grad mode changed: {mode(ograd, oinf)} -> {mode(grad, inf)}"
+        return f"grad mode changed: {_mode_name(ograd, oinf)} -> {_mode_name(grad, inf)}"
     if len(osig) != len(sig):
         return "the structure of the arguments changed"
     ti = 0
@@ -288,12 +296,8 @@ def _difference(old, key, paths):
         if a[0] == "training":
             return "a module switched between train() and eval()"
         if is_t and type(a) is tuple and a and a[0] == "T":
-            for i, what in ((1, "shape"), (2, "dtype"), (3, "device"), (4, "requires_grad")):
+            for i, (what, fmt) in enumerate(_TENSOR_FIELDS, 1):
                 if a[i] != b[i]:
-                    fmt = (lambda s: list(s)) if i == 1 else (
-                        lambda d: d.name if hasattr(d, "name") else d)
-                    if i == 3:
-                        fmt = lambda k: "cpu" if k.__module__ == "numpy" else "cuda"  # noqa: E731
                     return f"{what} of {name} changed: {fmt(a[i])} -> {fmt(b[i])}"
         if type(a) is tuple and type(b) is tuple and len(a) == 2 and a[0] is b[0]:
             return f"a scalar argument changed: {a[1]!r} -> {b[1]!r}"
