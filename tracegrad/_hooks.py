@@ -16,26 +16,18 @@ and must call it to get the result tensor.
 import contextlib
 
 bind_hook = None        # callable(prim, args, params) -> Tensor, or None
-
-
-
-def _plain(prim, args, params):
-    global _plain
-    from .ops.core import apply_plain
-    _plain = apply_plain        # the import once; later hooks get the function itself
-    return apply_plain(prim, args, params)
+tracer = None           # the active ``trace.Tracer`` while a compiled function is traced
 
 
 @contextlib.contextmanager
 def bind_hook_installed(hook):
     """Install ``hook`` above any active ones for the duration of the block."""
     global bind_hook
-    below = bind_hook or _plain
+    from .ops.core import apply_plain      # here: ops imports this module
+    below = bind_hook or apply_plain
     prev = bind_hook
     bind_hook = lambda prim, args, params: hook(prim, args, params, below)  # noqa: E731
     try:
         yield
     finally:
         bind_hook = prev
-
-tracer = None           # the active ``trace.Tracer`` while a compiled function is traced
