@@ -6,7 +6,8 @@ import keyword
 from tracegrad.ir import Namer
 
 RESERVED = frozenset(keyword.kwlist) | frozenset(dir(builtins)) | {
-    "np", "P", "dtypes", "forward", "backward", "GuardFailure", "self"}
+    "np", "P", "dtypes", "forward", "backward", "GuardFailure", "self", "ws",
+    "Workspace", "run_chunks"}
 
 
 class CodeNamer(Namer):

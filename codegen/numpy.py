@@ -25,6 +25,7 @@ from tracegrad import dtypes
 from tracegrad.ir import Const, Value
 from tracegrad.ops.core import Primitive
 
+from . import fused
 from . import python as py
 from .support import GuardFailure, P, _erf
 
@@ -40,6 +41,8 @@ class Emitter:
         self.env = {"np": np, "P": P, "dtypes": dtypes, "GuardFailure": GuardFailure,
                     "_erf": _erf}
         self.globals_used = {}      # name -> object, for module globals beyond the imports
+        self.kernels = []           # sources of fused groups' kernel functions
+        self.workspaces = {}        # module global -> (kernel scratch, slots), see support
         self._ids = {}
 
     def global_for(self, obj, prefix):
@@ -159,40 +162,88 @@ def site_comment(site):
 
 def emit_function(em, graph, fname, namer, guards=(), doc=None):
     """Source of one function computing ``graph`` and returning all its outputs;
-    ``guards``: (value, kind, expected, index) checked where the value is computed."""
+    ``guards``: (value, kind, expected, index) checked where the value is computed.
+    A fused group becomes a kernel function (added to ``em.kernels``) and a call."""
     returned = graph.outputs
     params = [namer(v) for v in graph.inputs]
+    units = _units(graph)
     last_use = {}
-    for i, n in enumerate(graph.nodes):
-        for v in n.inputs:
-            if type(v) is Value:
-                last_use[v] = i
+    for i, (_, nodes) in enumerate(units):
+        for n in nodes:
+            for v in n.inputs:
+                if type(v) is Value:
+                    last_use[v] = i
     keep = set(returned) | set(graph.inputs)
     guard_at = {}
     for g in guards:
         guard_at.setdefault(g[0], []).append(g)
     body, prev_site = [], None
+    ws = "ws" if graph.groups else None
+    if ws:
+        body.append((None, py.stmt(f"{ws} = _{fname}_workspace.take()")))
+    kernels = {}
     for v in graph.inputs:
         _check_guards(body, namer, guard_at.get(v, ()))
-    for i, n in enumerate(graph.nodes):
-        def arg(v):
-            return namer(v) if type(v) is Value else em.scalar(v)
-        src = em.expression(n, arg)
-        avals = {namer(v): v.aval for v in n.inputs if type(v) is Value}
-        if em.needs_cast(n, src, avals):
-            src = f"({src}).astype({em.scalar(n.out.aval.dtype)})"
-        comment = site_comment(n.site) if n.site != prev_site else None
-        prev_site = n.site
-        body.append((comment, py.assign(namer(n.out), py.expr(src))))
-        _check_guards(body, namer, guard_at.get(n.out, ()))
-        dead = [namer(v) for v in n.values() if last_use.get(v) == i and v not in keep]
-        if n.out not in last_use and n.out not in keep:
-            dead.append(namer(n.out))
+    for i, (group, nodes) in enumerate(units):
+        if group is not None:
+            k = graph.groups.index(group)
+            src, kernel = fused.emit_kernel(em, group, f"{fname}_fused{k}", f"fused{k}",
+                                            namer, site_comment)
+            em.kernels.append(src)
+            kernels[kernel.name] = fused.workspace_spec(kernel)
+            slot_of = graph.plan.slot_of if graph.plan else None
+            for comment, stmt in fused.emit_call(em, kernel, namer, ws, f"fused{k}", slot_of):
+                body.append((comment, py.stmt(stmt)))
+            prev_site = None
+            for n in group.after:
+                prev_site = _emit_node(em, n, namer, body, prev_site)
+        else:
+            prev_site = _emit_node(em, nodes[0], namer, body, prev_site)
+        for n in nodes:
+            _check_guards(body, namer, guard_at.get(n.out, ()))
+        defined = {n.out for n in nodes}
+        dead = [namer(v) for n in nodes for v in n.values()
+                if last_use.get(v) == i and v not in keep and v not in defined]
+        if group is None:
+            dead += [namer(n.out) for n in nodes if n.out not in last_use and n.out not in keep]
         if dead:
             body.append((None, py.release(sorted(set(dead)))))
+    if ws:
+        em.workspaces[f"_{fname}_workspace"] = (kernels, graph.plan.slots if graph.plan else {})
+        body.append((None, py.stmt(f"_{fname}_workspace.give({ws})")))
     body.append((None, py.return_([namer(v) for v in returned]) if returned
                  else py.stmt("return ()")))
     return py.function(fname, params, body, doc)
+
+
+def _units(graph):
+    """``[(group or None, nodes)]``: each group as one unit, each other node alone."""
+    first = {g.nodes[0]: g for g in graph.groups}
+    units, skip = [], 0
+    for n in graph.nodes:
+        if skip:
+            skip -= 1
+            continue
+        g = first.get(n)
+        if g is not None:
+            units.append((g, g.nodes))
+            skip = len(g.nodes) - 1
+        else:
+            units.append((None, (n,)))
+    return units
+
+
+def _emit_node(em, n, namer, body, prev_site):
+    """Append the statement computing ``n``; returns its site."""
+    def arg(v):
+        return namer(v) if type(v) is Value else em.scalar(v)
+    src = em.expression(n, arg)
+    avals = {namer(v): v.aval for v in n.inputs if type(v) is Value}
+    if em.needs_cast(n, src, avals):
+        src = f"({src}).astype({em.scalar(n.out.aval.dtype)})"
+    comment = site_comment(n.site) if n.site != prev_site else None
+    body.append((comment, py.assign(namer(n.out), py.expr(src))))
+    return n.site
 
 
 def _check_guards(body, namer, guards):
@@ -200,3 +251,17 @@ def _check_guards(body, namer, guards):
         test = (f"bool({namer(v)}) is not {expected!r}" if kind == "bool"
                 else f"{namer(v)}.tolist() != {expected!r}")
         body.append((None, py.stmt(f"if {test}:\n    raise GuardFailure({index})")))
+
+
+def workspace_source(kernels, slots):
+    """Source of the ``Workspace(...)`` holding these kernels' scratch and these slots."""
+    def specs(items):
+        return "[" + ", ".join(f"({shape!r}, np.{np.dtype(dt).name})" for shape, dt in items) + "]"
+    parts = []
+    if kernels:
+        parts.append("kernels={" + ", ".join(f"{name!r}: ({copies}, {specs(items)})"
+                                             for name, (copies, items) in kernels.items()) + "}")
+    if slots:
+        parts.append("slots={" + ", ".join(f"{name!r}: ({shape!r}, np.{np.dtype(dt).name})"
+                                           for name, (shape, dt) in slots.items()) + "}")
+    return f"Workspace({', '.join(parts)})"

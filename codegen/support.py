@@ -1,5 +1,7 @@
 """What generated modules import besides NumPy: guard failures and primitive
 implementations for ops that have no one-line NumPy template."""
+import numpy as np
+
 from tracegrad import dtypes  # noqa: F401 - generated code names dtypes in params
 from tracegrad.ops.core import PRIMITIVES
 from tracegrad.ops.elementwise import _erf  # noqa: F401 - the erf template calls it
@@ -24,3 +26,90 @@ class _Primitives:
 
 
 P = _Primitives()
+
+
+# fused groups ---------------------------------------------------------------------------------
+
+class Workspace:
+    """Buffers one compiled function reuses from call to call, so that its groups neither
+    allocate nor page-fault fresh memory per call. ``kernels``: kernel name -> (copies,
+    [(shape, dtype), ...]), one copy per thread; ``slots``: name -> (shape, dtype), arrays
+    that carry a value from one group to a later one. ``take`` hands out a set not in use
+    (a call running in another thread gets a set of its own); ``give`` returns it."""
+
+    def __init__(self, kernels=None, slots=None):
+        self.kernels, self.slots = kernels or {}, slots or {}
+        self._free = []
+
+    def take(self):
+        return self._free.pop() if self._free else _Buffers(self.kernels, self.slots)
+
+    def give(self, buffers):
+        self._free.append(buffers)
+
+    def nbytes(self):
+        """Bytes of one set of buffers."""
+        total = sum(copies * sum(_nbytes(s, d) for s, d in specs)
+                    for copies, specs in self.kernels.values())
+        return total + sum(_nbytes(s, d) for s, d in self.slots.values())
+
+
+def _nbytes(shape, dtype):
+    return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+
+
+class _Buffers:
+    def __init__(self, kernels, slots):
+        for name, (copies, specs) in kernels.items():
+            sets = [[np.empty(s, d) for s, d in specs] for _ in range(copies)]
+            setattr(self, name, sets)
+        for name, (shape, dtype) in slots.items():
+            setattr(self, name, np.empty(shape, dtype))
+
+
+_COMBINE = {"sum": np.sum, "amax": np.max, "amin": np.min, "prod": np.prod}
+_pool = None
+
+
+def run_chunks(kernel, args, scratch, *, rows, step, sliced, trim, combine):
+    """Call ``kernel`` over rows ``[0, rows)`` in chunks of ``step`` rows.
+
+    ``args`` are the kernel's inputs and output arrays; those marked in ``sliced`` are
+    passed as the chunk's rows, the rest whole. ``scratch`` holds one list of buffers per
+    thread (chunks are dealt round-robin, thread 0 being the caller); those marked in
+    ``trim`` are cut to the rows of a short last chunk. The kernel's results, partial reductions over each
+    chunk's rows, are combined by ``combine`` (per result: "sum", "amax", ...) in chunk
+    order, so the result does not depend on the number of threads.
+    """
+    starts = range(0, rows, step)
+    partials = [None] * len(starts)
+    threads = len(scratch)
+
+    def work(t):
+        buffers = scratch[t]
+        for k in range(t, len(starts), threads):
+            lo = starts[k]
+            hi = min(lo + step, rows)
+            part = [a[lo:hi] if s else a for a, s in zip(args, sliced)]
+            if hi - lo != step:
+                buffers = [b[:hi - lo] if cut else b for b, cut in zip(scratch[t], trim)]
+            partials[k] = kernel(*part, *buffers)
+    if threads > 1:
+        futures = [_executor().submit(work, t) for t in range(1, threads)]
+        work(0)
+        for f in futures:
+            f.result()
+    else:
+        work(0)
+    return tuple(_COMBINE[c](np.stack([p[i] for p in partials]), axis=0)
+                 for i, c in enumerate(combine))
+
+
+def _executor():
+    global _pool
+    if _pool is None:
+        import concurrent.futures
+        import os
+        _pool = concurrent.futures.ThreadPoolExecutor(max(1, (os.cpu_count() or 1) - 1),
+                                                      thread_name_prefix="tracegrad-chunks")
+    return _pool

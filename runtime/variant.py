@@ -19,28 +19,34 @@ from tracegrad.tensor import Tensor
 from tracegrad.trace import OutputRef, map_structure
 
 from .backward import CompiledFunctionBackward
-from .events import phase
+from .events import phase, run_generated
 
 
 class Variant:
     """Generated code plus what the runtime needs to call it and to check it still fits."""
 
+    _result_index = None    # per variant, once: the output index when the result is one tensor
+
     def run(self, tensors):
         """Results for one call; ``tensors`` are the argument tensors then the captured ones."""
         try:
-            with np.errstate(all="ignore"), phase(self.profile_name, "forward"):
-                outs = self.forward(*[t._data for t in tensors])
+            outs = run_generated(self.forward, [t._data for t in tensors], self.profile_name,
+                                 "forward")
         except GuardFailure:
             raise
         except Exception as exc:    # noqa: BLE001 - re-raised naming the user's line
             raise generated_error(self, exc) from exc
-        n_res, n_mut = self.n_results, len(self.mutated)
-        residuals = outs[n_res + n_mut:]
-        if self.copy_residuals:         # an input saved for backward is about to be written
-            residuals = list(residuals)
-            for k in self.copy_residuals:
-                residuals[k] = residuals[k].copy()
-        for i, arr in zip(self.mutated, outs[n_res:n_res + n_mut]):
+        n_res = self.n_results
+        mutated = self.mutated
+        n_kept = n_res + len(mutated)
+        seeds = self.seeds
+        if seeds:
+            residuals = outs[n_kept:]
+            if self.copy_residuals:     # an input saved for backward is about to be written
+                residuals = list(residuals)
+                for k in self.copy_residuals:
+                    residuals[k] = residuals[k].copy()
+        for i, arr in zip(mutated, outs[n_res:n_kept]):
             t = tensors[i]
             if t._data is not arr:
                 t._data[...] = arr
@@ -49,20 +55,25 @@ class Variant:
         for k, src in enumerate(self.result_inputs):
             if src is not None:         # an input returned as it is: the same tensor object
                 results[k] = tensors[src]
-        if self.seeds:
+        if seeds:
             node = CompiledFunctionBackward(
-                tuple(tensors[i]._grad_edge() for i in self.wrt), self.out_meta)
+                tuple([tensors[i]._grad_edge() for i in self.wrt]), self.out_meta)
             node.variant = self
             node.residuals = residuals
             node.inputs = tensors
             node.versions = [(tensors[i], tensors[i]._vc.value) for i in self.saved_inputs]
-            for nr, k in enumerate(self.seeds):
+            for nr, k in enumerate(seeds):
                 if results[k] is None:
-                    results[k] = Tensor._make(np.asarray(outs[k]), grad_fn=node,
-                                              requires_grad=True, output_nr=nr)
+                    results[k] = Tensor._make(np.asarray(outs[k]), node, True, None, nr)
         for k in range(n_res):
             if results[k] is None:
                 results[k] = Tensor._make(np.asarray(outs[k]))
+        k = self._result_index
+        if k is None:
+            tree = self.out_tree
+            k = self._result_index = tree.index if type(tree) is OutputRef else -1
+        if k >= 0:
+            return results[k]
         return map_structure(self.out_tree,
                              lambda leaf: results[leaf.index] if type(leaf) is OutputRef else leaf)
 
@@ -119,7 +130,7 @@ def build(traced, label, want_grad, dump_ir=None, check=None, title=None, profil
         returned = list(fwd.outputs[:n_kept])
         v.backward_graph = v.joint = None
         v.grad_index, v.saved_inputs, v.copy_residuals = [], [], []
-    v.forward_graph = Graph(fwd.inputs, fwd.nodes, returned)
+    v.forward_graph = Graph(fwd.inputs, fwd.nodes, returned, fwd.groups, fwd.plan)
     with phase(v.profile_name, "codegen", "compile"):
         _generate(v, traced, label, title or label)
     return v
@@ -157,16 +168,20 @@ def _generate(v, traced, label, title):
         bsrc = npgen.emit_function(em, v.backward_graph, "backward", namer)
     header_globals = [f"# {name}: set by the loader ({_describe(obj)})"
                       for name, obj in em.globals_used.items()]
-    body = fsrc + (bsrc or "")
+    workspaces = [f"{name} = {npgen.workspace_source(*spec)}"
+                  for name, spec in em.workspaces.items()]
+    body = "\n".join(em.kernels + [fsrc, bsrc or ""])
     imports = []
-    used = [n for n, mark in (("GuardFailure", "GuardFailure("), ("P", "P."), ("_erf", "_erf("))
+    used = [n for n, mark in (("GuardFailure", "GuardFailure("), ("P", "P."), ("_erf", "_erf("),
+                              ("Workspace", "_workspace."), ("run_chunks", "run_chunks("))
             if mark in body]
     if used:
         imports.append(f"from tracegrad.codegen.support import {', '.join(used)}")
     if "dtypes." in body:
         imports.append("from tracegrad import dtypes")
-    source = "\n".join(parts + imports + header_globals + ["", ""] + [fsrc]
-                       + (["", "", bsrc] if bsrc else [])) + "\n"
+    functions = em.kernels + [fsrc] + ([bsrc] if bsrc else [])
+    source = "\n".join(parts + imports + header_globals + workspaces + ["", ""]
+                       + ["\n\n\n".join(functions)]) + "\n"
     ns, filename = py.load(source, label, em.env)
     v.code = source
     v.filename = filename

@@ -396,7 +396,9 @@ def _body(compiled):
     return compiled.code.split("import numpy as np\n", 1)[1].strip()
 
 
-def test_generated_code_is_pinned_for_a_small_program():
+def test_generated_code_is_pinned_for_a_small_program(monkeypatch):
+    monkeypatch.setenv("TRACEGRAD_FUSE", "0")       # a statement per node (fused: test_fuse.py)
+
     @tg.compile
     def f(x, w):
         hidden = tg.tanh(x * w)
@@ -414,23 +416,29 @@ def test_generated_code_is_pinned_for_a_small_program():
     del t0
     # test_compile.py:{line + 3}: return hidden.sum()
     out = np.sum(hidden, axis=(0,), keepdims=False)
-    return (out, hidden, x)
+    del hidden
+    return (out, x, w)
 
 
-def backward(hidden, x, d_out):
+def backward(x, w, d_out):
     # test_compile.py:{line + 3}: return hidden.sum()
     t1 = d_out.reshape((1,))
     d_hidden = np.broadcast_to(t1, (3,))
     del t1
     # test_compile.py:{line + 2}: hidden = tg.tanh(x * w)
+    t0 = x * w
+    hidden = np.tanh(t0)
+    del t0
     t2 = d_hidden * (1 - hidden * hidden)
-    del d_hidden
+    del d_hidden, hidden
     d_w = t2 * x
     del t2
     return (d_w,)'''
 
 
-def test_generated_code_and_ir_pinned_for_a_branchy_program():
+def test_generated_code_and_ir_pinned_for_a_branchy_program(monkeypatch):
+    monkeypatch.setenv("TRACEGRAD_FUSE", "0")
+
     @tg.compile
     def f(x):
         total = x.sum()

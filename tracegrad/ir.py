@@ -76,11 +76,17 @@ class Node:
 
 
 class Graph:
-    """``inputs`` (values), ``nodes`` (in definition order), ``outputs`` (values)."""
-    __slots__ = ("inputs", "nodes", "outputs")
+    """``inputs`` (values), ``nodes`` (in definition order), ``outputs`` (values).
 
-    def __init__(self, inputs, nodes, outputs):
+    ``groups`` (set by the ``fuse`` pass, kept by ``memplan``) are fused groups: each a
+    run of consecutive nodes that codegen emits as one loop. ``plan`` (set by
+    ``memplan``) says where group outputs live (see ``passes/memplan.py``).
+    """
+    __slots__ = ("inputs", "nodes", "outputs", "groups", "plan")
+
+    def __init__(self, inputs, nodes, outputs, groups=(), plan=None):
         self.inputs, self.nodes, self.outputs = tuple(inputs), tuple(nodes), tuple(outputs)
+        self.groups, self.plan = tuple(groups), plan
 
     def __str__(self):
         return print_graph(self)
@@ -100,6 +106,30 @@ class Graph:
                 if type(v) is Value:
                     out.setdefault(v, []).append(n)
         return out
+
+
+class Group:
+    """A fused group: ``nodes`` run as one pass over the iteration space ``domain``.
+
+    ``loop`` nodes run inside the pass (codegen may split it into chunks of rows:
+    slices along axis 0 of ``domain``); ``after`` nodes (the epilogue) run once the
+    pass is over, on results of reductions that span every row. ``inputs`` are the
+    values read from outside, ``outputs`` the values read after the group (or returned).
+    ``kind`` is "elementwise" or "reduction". Immutable like the rest of the IR.
+    """
+    __slots__ = ("loop", "after", "inputs", "outputs", "domain", "kind")
+
+    def __init__(self, loop, after, inputs, outputs, domain, kind):
+        self.loop, self.after = tuple(loop), tuple(after)
+        self.inputs, self.outputs = tuple(inputs), tuple(outputs)
+        self.domain, self.kind = tuple(domain), kind
+
+    @property
+    def nodes(self):
+        return self.loop + self.after
+
+    def __repr__(self):
+        return f"<Group {self.kind} {list(self.domain)}: {len(self.nodes)} nodes>"
 
 
 # ops that exist only in the IR --------------------------------------------------------
@@ -176,6 +206,10 @@ class Namer:
             self.names[v] = name
         return name
 
+    def fresh(self, hint):
+        """A new unique name from ``hint``, bound to no value (a helper variable)."""
+        return self._fresh(hint)
+
     def _fresh(self, hint):
         if hint:
             base = "".join(c if c.isalnum() or c == "_" else "_" for c in hint)
@@ -225,15 +259,38 @@ def _is_default_generator(g):
 
 
 def print_graph(graph, name="graph"):
+    """The canonical text; a fused group prints as a block, its epilogue after ``then``::
+
+        fused0 reduction [3] (x) -> (b) {
+          a:f32[3] = exp x
+          b:f32[] = sum a  dims=(0,) keepdim=False
+        }
+    """
     namer = Namer()
     head = ", ".join(f"{namer(v)}:{type_str(v.aval)}" for v in graph.inputs)
     lines = [f"{name}({head}) {{"]
+    for n in graph.nodes:       # names in definition order, with or without groups
+        namer(n.out)
+    starts = {g.nodes[0]: (k, g) for k, g in enumerate(graph.groups)}
+    indent, closing = "  ", {}
     for n in graph.nodes:
+        if n in starts:
+            k, g = starts[n]
+            names = [namer(v) for v in g.inputs], [namer(v) for v in g.outputs]
+            lines.append(f"  fused{k} {g.kind} [{','.join(map(str, g.domain))}] "
+                         f"({', '.join(names[0])}) -> ({', '.join(names[1])}) {{")
+            indent = "    "
+            if g.after:
+                closing[g.loop[-1]] = "  } then {"
+            closing[g.nodes[-1]] = "  }"
         args = " ".join(namer(v) if type(v) is Value else repr(v) for v in n.inputs)
         params = " ".join(f"{k}={format_param(n.params[k])}" for k in sorted(n.params))
         rhs = " ".join(p for p in (n.op, args) if p)
-        lines.append(f"  {namer(n.out)}:{type_str(n.out.aval)} = {rhs}"
+        lines.append(f"{indent}{namer(n.out)}:{type_str(n.out.aval)} = {rhs}"
                      + (f"  {params}" if params else ""))
+        if n in closing:
+            lines.append(closing[n])
+            indent = "  " if closing[n] == "  }" else indent
     lines.append(f"  return ({', '.join(namer(v) for v in graph.outputs)})")
     lines.append("}")
     return "\n".join(lines)
@@ -267,7 +324,30 @@ def verify(graph):
     for v in graph.outputs:
         if v not in defined:
             raise IRError(f"output {v} is not defined")
+    _verify_groups(graph)
     return graph
+
+
+def _verify_groups(graph):
+    """Each group is a run of consecutive nodes whose inputs are what it reads from the rest
+    of the graph and whose outputs include all the rest reads of it."""
+    position = {n: i for i, n in enumerate(graph.nodes)}
+    seen = set()
+    for k, g in enumerate(graph.groups):
+        idx = [position.get(n) for n in g.nodes]
+        if None in idx or idx != list(range(idx[0], idx[0] + len(idx))):
+            raise IRError(f"fused{k}: its nodes are not a run of the graph's nodes")
+        if seen & set(g.nodes):
+            raise IRError(f"fused{k}: a node belongs to two groups")
+        seen.update(g.nodes)
+        inside = {n.out for n in g.nodes}
+        reads = {v for n in g.nodes for v in n.inputs if type(v) is Value and v not in inside}
+        if reads != set(g.inputs):
+            raise IRError(f"fused{k}: inputs {g.inputs} but its nodes read {reads}")
+        used = set(graph.outputs) | {v for n in graph.nodes if n not in g.nodes
+                                     for v in n.inputs if type(v) is Value}
+        if not {v for v in inside if v in used} <= set(g.outputs) <= inside:
+            raise IRError(f"fused{k}: outputs {g.outputs} miss what is read after it")
 
 
 def infer_aval(op, inputs, params):
@@ -287,5 +367,5 @@ def evaluate(graph, args):
     return [env[v] for v in graph.outputs]
 
 
-__all__ = ["Value", "Node", "Graph", "Const", "Aval", "print_graph", "verify", "evaluate",
+__all__ = ["Value", "Node", "Graph", "Group", "Const", "Aval", "print_graph", "verify", "evaluate",
            "infer_aval", "IRError", "Namer", "type_str"]

@@ -5,12 +5,16 @@
 backward and splits the joint graph. ``dump(stage, graph)``, when given,
 sees the graph after each pass (``TRACEGRAD_DUMP`` writes them out).
 """
+import os
+
 from ..ir import verify
 
 VERIFY = False      # tests switch this on: verify(graph) after every pass
 from .autodiff import autodiff
 from .cse import cse
 from .dce import dce
+from .fuse import fuse
+from .memplan import memplan
 from .partition import partition
 from .simplify import simplify
 
@@ -28,8 +32,24 @@ def optimize(graph, dump=None, check=None):
     return graph
 
 
+def schedule(graph, name, dump=None, check=None):
+    """A graph ready for codegen: fused groups and, for them, a memory plan.
+    ``TRACEGRAD_FUSE=0`` leaves every node a statement of its own (to compare)."""
+    check = VERIFY if check is None else check
+    if os.environ.get("TRACEGRAD_FUSE", "1") == "0":
+        return graph
+    for stage, run in (("fuse", fuse),             # elementwise chains and reductions as groups
+                       ("memplan", memplan)):      # where group outputs live; buffer reuse
+        graph = run(graph)
+        if check:
+            verify(graph)
+        if dump:
+            dump(f"{name}-{stage}", graph)
+    return graph
+
+
 def forward_only(graph, dump=None, check=None):
-    return optimize(graph, dump, check)
+    return schedule(optimize(graph, dump, check), "forward", dump, check)
 
 
 def forward_backward(graph, wrt, seeds, dump=None, check=None):
@@ -50,4 +70,6 @@ def forward_backward(graph, wrt, seeds, dump=None, check=None):
     if dump:
         dump("forward", forward)
         dump("backward", backward)
+    forward = schedule(forward, "forward", dump, check)
+    backward = schedule(backward, "backward", dump, check)
     return forward, backward, joint, grad_index
