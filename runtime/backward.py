@@ -15,7 +15,7 @@ from tracegrad.autograd.graph import FREED_ERROR, Node
 from tracegrad.ir import evaluate
 from tracegrad.tensor import Tensor
 
-from .events import phase
+from .events import run_generated
 
 _gm = grad_mode._state
 
@@ -27,17 +27,16 @@ class CompiledFunctionBackward(Node):
     def apply(self, grads):
         if self.residuals is None:
             raise RuntimeError(FREED_ERROR)
-        self._check_versions()
+        if self.versions:
+            self._check_versions()
         v = self.variant
         if _gm.grad_enabled:        # create_graph: run the joint graph through eager ops
             outs = evaluate(v.joint, list(self.inputs) + list(grads))
             return [None if k is None else outs[k] for k in v.grad_index]
-        with np.errstate(all="ignore"), phase(v.profile_name, "backward"):
-            arrays = v.backward(*self.residuals, *[g._data for g in grads])
-        res, it = [], iter(arrays)
-        for k in v.grad_index:
-            res.append(None if k is None else Tensor._make(np.asarray(next(it))))
-        return res
+        arrays = run_generated(v.backward, [*self.residuals, *[g._data for g in grads]],
+                               v.profile_name, "backward")
+        make, asarray = Tensor._make, np.asarray
+        return [None if k is None else make(asarray(arrays[k])) for k in v.grad_index]
 
     def _check_versions(self):
         for t, version in self.versions:

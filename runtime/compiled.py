@@ -62,15 +62,39 @@ class CompiledFunction:
             if self._eager:
                 self.stats["fallbacks"] += 1
             return self._fn(*args, **kwargs)
-        tensors, paths, sig = [], [], []
-        _flatten((args, kwargs), "", tensors, paths, sig)
+        tensors, sig = [], [_ARGS_KWARGS]
+        for a in args:      # _flatten's top level, inlined for the usual all-tensor call
+            if isinstance(a, Tensor):
+                tensors.append(a)
+                sig.append(("T", a._data.shape, a.dtype, type(a._data), a._requires_grad))
+            else:
+                _flatten(a, None, tensors, None, sig)
+        for k, a in kwargs.items():
+            sig.append(("kw", k))
+            _flatten(a, None, tensors, None, sig)
         if self._module is not None:    # train()/eval() changes what a module computes
             sig.append(("training", tuple(m.training for m in self._module.modules())))
         key = (tuple(sig), _gm.grad_enabled, _gm.inference)
-        reason = None
+        reason = tried = None
+        last = self._last
+        if last is not None and last.signature == key:
+            # The usual call runs the variant that ran last: try it first (a cache hit in the
+            # loop below would find it at the same cost, after the others' checks).
+            tried = _captured_changed(last) if last.sources else None
+            if tried is None:
+                try:
+                    out = last.run(tensors + last.captured if last.captured else tensors)
+                except GuardFailure as e:
+                    tried = "guard failed: " + last.guards[e.index].describe()
+                else:
+                    self.stats["cache_hits"] += 1
+                    return out
         variants = self._cache.get(key)
         if variants:
             for v in variants:
+                if v is last and tried is not None:
+                    reason = tried      # it failed just now
+                    continue
                 why = _captured_changed(v)
                 if why:
                     reason = why
@@ -83,7 +107,9 @@ class CompiledFunction:
                 self.stats["cache_hits"] += 1
                 self._last = v
                 return out
-        elif self._variants:
+        paths = []
+        _flatten((args, kwargs), "", [], paths, [])
+        if not variants and self._variants:
             reason = _difference(self._variants[-1], key, [self._readable(p) for p in paths])
         if len(self._variants) >= self.max_variants:
             self._fall_back(reason)
@@ -204,10 +230,21 @@ class CompiledFunction:
             for gd in v.guards:
                 lines.append(f"    guard: {gd.describe()}")
             if v.backward_graph is not None:
-                nbytes = sum(val.aval.dtype.itemsize * _numel(val.shape)
-                             for val in v.forward_graph.outputs[v.n_results + len(v.mutated):])
-                lines.append(f"    saves {v.n_residuals} value(s) for backward "
-                             f"({nbytes} bytes)")
+                from tracegrad.passes.partition import saved_and_recomputed
+                saved, recomputed = saved_and_recomputed(v.forward_graph, v.backward_graph,
+                                                         v.n_residuals)
+                nbytes = sum(entry[2] for entry in saved)
+                extra = sum(entry[2] for entry in saved if not entry[3])
+                lines.append(f"    saves {v.n_residuals} value(s) for backward ({nbytes} bytes, "
+                             f"{extra} beyond the inputs), named as in the backward's IR"
+                             f"{':' if saved else ''}")
+                for name, type_, size, is_input in saved:
+                    lines.append(f"      {name}: {type_}, {size} bytes"
+                                 + (" (an input)" if is_input else ""))
+                if recomputed:      # the first 20 names say enough
+                    more = f", ... ({len(recomputed) - 20} more)" if len(recomputed) > 20 else ""
+                    lines.append(f"    backward recomputes {len(recomputed)} value(s) from "
+                                 "them: " + ", ".join(recomputed[:20]) + more)
         for r in s["retrace_reasons"]:
             lines.append(f"  retraced because {r}")
         if self._eager:
@@ -223,11 +260,16 @@ class CompiledFunction:
 
 # signatures --------------------------------------------------------------------------------
 
+_ARGS_KWARGS = (tuple, 2)     # the signature's first entry: the (args, kwargs) pair
+
+
 def _flatten(x, path, tensors, paths, sig):
-    """Collect tensors (with a readable path each) and a hashable signature of ``x``."""
+    """Collect tensors (with a readable path each, unless ``paths`` is None) and a hashable
+    signature of ``x``."""
     if isinstance(x, Tensor):
         tensors.append(x)
-        paths.append(path or "arg")
+        if paths is not None:
+            paths.append(path or "arg")
         sig.append(("T", x._data.shape, x.dtype, type(x._data), x._requires_grad))
     elif isinstance(x, (tuple, list)):
         sig.append((type(x), len(x)))
@@ -240,11 +282,11 @@ def _flatten(x, path, tensors, paths, sig):
                 _flatten(a, k, tensors, paths, sig)
             return
         for i, a in enumerate(x):
-            _flatten(a, f"{path}_{i}", tensors, paths, sig)
+            _flatten(a, None if paths is None else f"{path}_{i}", tensors, paths, sig)
     elif isinstance(x, dict):
         sig.append((type(x), tuple(x)))
         for k, a in x.items():
-            _flatten(a, f"{path}_{k}", tensors, paths, sig)
+            _flatten(a, None if paths is None else f"{path}_{k}", tensors, paths, sig)
     elif x is None or isinstance(x, (bool, int, float, str, complex, bytes)):
         sig.append((type(x), x))
     else:

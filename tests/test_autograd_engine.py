@@ -319,6 +319,25 @@ def test_backward_inputs_non_leaf():
     np.testing.assert_allclose(res[0], res[1])
 
 
+@pytest.mark.parametrize("deep", [False, True], ids=["one_node", "deeper"])
+def test_an_input_named_twice_vs_torch(deep):
+    """grad() answers every position; backward(inputs=...) accumulates once per tensor."""
+    torch = pytest.importorskip("torch")
+    res = []
+    for lib in (tg, torch):
+        w = lib.tensor([1.0, 2.0], requires_grad=True)
+
+        def loss():     # w @ w: one node, with w on both of its edges
+            return (w * w).exp().sum() if deep else w @ w
+        g1, g2 = lib.autograd.grad(loss(), [w, w])
+        loss().backward(inputs=[w, w])
+        h = w * 3
+        gh1, gw, gh2 = lib.autograd.grad((h * h).sum(), [h, w, h])
+        res.append([g1, g2, w.grad, gh1, gw, gh2])
+    for a, b in zip(*res):
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-6)
+
+
 def test_backward_on_tensor_without_grad_raises():
     torch = pytest.importorskip("torch")
     for lib in (tg, torch):

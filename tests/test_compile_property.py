@@ -542,6 +542,27 @@ def _close(got, want, what):
                                  HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(prog=programs())
 def test_random_programs_compile_like_eager(prog):
+    _check_program(prog)
+
+
+@settings(max_examples=MAX_EXAMPLES // 3, deadline=None, database=None,
+          derandomize=not os.environ.get("TRACEGRAD_PROPERTY_RANDOM"),
+          suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                 HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(prog=programs())
+def test_random_programs_compile_like_eager_in_chunks(prog):
+    """The same with every fused group of 4 elements or more run in chunks of 2 elements'
+    rows on 2 threads, so the chunked path sees every program shape."""
+    from tracegrad.codegen import fused
+    saved = fused.CHUNK_MIN, fused.CHUNK_ELEMS, fused.THREADS
+    fused.CHUNK_MIN, fused.CHUNK_ELEMS, fused.THREADS = 4, 2, 2
+    try:
+        _check_program(prog)
+    finally:
+        fused.CHUNK_MIN, fused.CHUNK_ELEMS, fused.THREADS = saved
+
+
+def _check_program(prog):
     fn = prog.function()
     compiled = tg.compile(fn)
     seen = set()

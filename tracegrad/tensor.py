@@ -15,6 +15,7 @@ from .autograd.graph import _HookDict, add_hook, grad_accumulator
 
 
 _DTYPE_OF = {d.np: d for d in dtypes.ALL}   # NumPy dtype -> tracegrad dtype, for _make
+_gm = grad_mode._state
 
 
 class _Version:
@@ -77,7 +78,7 @@ class Tensor:
         t._vc = _Version() if vc is None else vc
         t._base = t._view_steps = t._backward_hooks = t._post_acc_hooks = t._grad_acc = None
         t._retains_grad = t._volatile = False
-        t._is_inference = grad_mode._state.inference
+        t._is_inference = _gm.inference
         return t
 
     def __new__(cls, *args, **kwargs):
@@ -294,11 +295,12 @@ class Tensor:
 
     def _grad_edge(self):
         """The (node, output_nr) through which this tensor receives its gradient."""
-        fn = self.grad_fn
+        fn = self._grad_fn if self._base is None else self.grad_fn   # a view may need a refresh
         if fn is not None:
             return fn, self._output_nr
         if self._requires_grad:
-            return grad_accumulator(self), 0
+            acc = self._grad_acc() if self._grad_acc is not None else None
+            return (acc if acc is not None else grad_accumulator(self)), 0
         return None, 0
 
     # conversions --------------------------------------------------------------

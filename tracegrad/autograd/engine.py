@@ -8,41 +8,59 @@ runs: its tensors' hooks, ``retain_grad``, and its pre-hooks; after it: its
 post-hooks, anomaly checks, and, without ``retain_graph``, freeing of its
 saved tensors.
 """
+import sys
+
+import numpy as np
+
+from .. import _hooks
 from . import grad_mode
 from .anomaly_mode import _Anomaly, report
 from .graph import AccumulateGrad
 
 _gm = grad_mode._state
+Tensor = None       # tracegrad.tensor.Tensor, set on first use (tensor imports this package)
 # The profiler's wrapper around ``_run_node`` while it records, else None. Checked once per
 # backward call: when set, every node takes the general path so that it can be timed.
 node_hook = None
 
 
+def _tensor_type():
+    global Tensor
+    if Tensor is None:
+        from ..tensor import Tensor as T
+        Tensor = T
+    return Tensor
+
+
 def _as_tuple(x):
     if x is None:
         return ()
-    from ..tensor import Tensor
-    if isinstance(x, Tensor):
+    if isinstance(x, Tensor or _tensor_type()):
         return (x,)
     return tuple(x)
 
 
 def _make_root_grads(outputs, grad_outputs):
-    from ..creation import ones_like
-    from ..tensor import Tensor
+    Tensor = _tensor_type()
     grads = []
     for i, (out, g) in enumerate(zip(outputs, grad_outputs)):
         if g is None:
-            if out.numel() != 1:
+            data = out._data
+            if data.size != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
             if not out.dtype.is_floating_point:
                 raise RuntimeError(f"grad can be implicitly created only for real scalar outputs "
                                    f"but got {out.dtype}")
-            g = ones_like(out)
+            if type(data) is np.ndarray and _hooks.tracer is None:    # ones_like, in short
+                g = Tensor._make(np.array(1, data.dtype) if data.ndim == 0
+                                 else np.ones(data.shape, data.dtype))
+            else:
+                from ..creation import ones_like
+                g = ones_like(out)
         elif not isinstance(g, Tensor):
             from ..creation import full_like
             g = full_like(out, g)
-        elif g.shape != out.shape:
+        elif g._data.shape != out._data.shape:
             raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape} and "
                                f"output[{i}] has a shape of {out.shape}.")
         grads.append(g)
@@ -123,23 +141,16 @@ def _collect(roots):
     return seen
 
 
-def _needed(nodes, targets):
-    """The nodes from which some target node can be reached: only they must run."""
-    memo = {}
-    for root in nodes:
-        stack = [(root, False)]
-        while stack:
-            node, done = stack.pop()
-            if done:
-                memo[node] = any(nxt is not None and (nxt in targets or memo[nxt])
-                                 for nxt, _ in node.next_functions)
-            elif node not in memo:
-                # In a DAG every child is final before its parent's ``done`` entry pops.
-                memo[node] = False
-                stack.append((node, True))
-                stack.extend((nxt, False) for nxt, _ in node.next_functions
-                             if nxt is not None and nxt not in memo)
-    return {n for n, v in memo.items() if v}
+def _needed(order, targets):
+    """The nodes from which some target node can be reached: only they must run. ``order`` is
+    newest first, so walking it backwards meets every node after all of its next nodes."""
+    needed = set()
+    for node in reversed(order):
+        for nxt, _ in node.next_functions:
+            if nxt is not None and (nxt in targets or nxt in needed):
+                needed.add(node)
+                break
+    return needed
 
 
 def _call_tensor_hooks(node, grads):
@@ -186,22 +197,84 @@ def _check_hook_result(fn, old, new):
     return new
 
 
-def _accumulate(var, g, create_graph):
-    """Add ``g`` into ``var.grad`` (in place unless building a graph), then run post hooks."""
-    if var._grad is None:
+def _accumulate(var, grads, create_graph):
+    """Add ``grads[0]`` into ``var.grad`` as PyTorch's AccumulateGrad does, then run the post
+    hooks. Without ``create_graph`` an existing ``.grad`` is updated in place (same tensor, same
+    buffer), and a first gradient that nothing else holds becomes ``.grad`` without a copy;
+    with it, ``.grad`` is a new tensor that is part of the graph. ``grads`` is the engine's
+    buffer for the node: the slot is cleared so that the buffer's reference does not count."""
+    g = grads[0]
+    grads[0] = None
+    old = var._grad
+    if old is None:
         if create_graph:
-            var._grad = g
+            from ..ops import clone
+            var._grad = clone(g)    # a new tensor (PyTorch's CopyBackwards), never an alias of g
         else:
-            var._grad = g.detach()
-            var._grad._data = g._data.copy()   # never alias a gradient another leaf may receive
-    elif create_graph or var._grad._requires_grad:
-        var._grad = var._grad + g
+            new = _steal(g) if _hooks.tracer is None else None
+            var._grad = _copy_of(g) if new is None else new
+    elif create_graph or not _add_in_place(old._data, g._data):
+        var._grad = old + g
     else:
-        var._grad._data += g._data
-        var._grad._vc.value += 1
+        old._vc.value += 1
+    g = None
     if var._post_acc_hooks:
         for fn in list(var._post_acc_hooks.values()):
             fn(var)
+
+
+def _copy_of(g):
+    t = g.detach()
+    t._data = g._data.copy()    # never alias a gradient another leaf may receive
+    return t
+
+
+def _add_in_place(old, new):
+    """``old += new`` (PyTorch's ``variable_grad += new_grad``) when ``old`` can take it as it
+    is: writable, the same shape, a dtype ``new`` casts to; else False, and nothing done."""
+    if old.shape != new.shape:
+        return False
+    if type(old) is np.ndarray:
+        if not old.flags.writeable or not np.can_cast(new.dtype, old.dtype, "same_kind"):
+            return False
+        np.add(old, new, out=old)
+        return True
+    if old.dtype != new.dtype:
+        return False
+    old += new          # a CuPy array
+    return True
+
+
+def _refs_of_a_local():
+    """What ``sys.getrefcount`` says for an object that one local variable holds, on this
+    interpreter (CPython may or may not count the argument of the call)."""
+    probe = object()
+    return sys.getrefcount(probe)
+
+
+_SOLE = _refs_of_a_local()
+
+
+def _steal(g):
+    """A new tensor over ``g``'s array when nothing but the caller holds ``g``, nothing but
+    ``g`` holds the array (no other tensor, no view of it), and the array is a plain owner of
+    contiguous, writable memory (or a reshape of one that nothing else holds); else None.
+    PyTorch's AccumulateGrad checks the same through the gradient's use count."""
+    # Each object below is expected to be held twice: g by the caller's local and this
+    # parameter, the array by g and a local here, a view's base by the view and a local here.
+    if sys.getrefcount(g) > _SOLE + 1 or g._base is not None or g._requires_grad:
+        return None
+    data = g._data
+    if (type(data) is not np.ndarray or sys.getrefcount(data) > _SOLE + 1
+            or not data.flags.c_contiguous or not data.flags.writeable):
+        return None
+    base = data.base    # a view: taken when it is the whole of an array nothing else holds
+    if base is not None and (type(base) is not np.ndarray or base.base is not None
+                             or sys.getrefcount(base) > _SOLE + 1 or base.size != data.size):
+        return None
+    t = _tensor_type()._make(data)
+    t._is_inference = g._is_inference
+    return t
 
 
 def _check_nan(node, grads):
@@ -212,26 +285,32 @@ def _check_nan(node, grads):
 
 def run(outputs, root_grads, retain_graph, create_graph, inputs, accumulate):
     """Run the graph below ``outputs``; return the gradients captured for ``inputs``."""
+    plain = not _Anomaly.enabled and node_hook is None
+    if plain and len(outputs) == 1:
+        captured = _run_one_node(outputs[0], root_grads, retain_graph, create_graph, inputs,
+                                 accumulate)
+        if captured is not None:
+            return captured
     root_edges = [t._grad_edge() for t in outputs]
     buffers = {}
     for (node, nr), g in zip(root_edges, root_grads):
         buf = buffers.setdefault(node, [None] * node.num_outputs)
         buf[nr] = g if buf[nr] is None else buf[nr] + g
-    nodes = _collect([n for n, _ in root_edges])
+    order = sorted(_collect([n for n, _ in root_edges]), key=_seq_of, reverse=True)
 
-    captures = {}          # node -> {output_nr: index into inputs}
+    captures = {}          # node -> {output_nr: [indices into inputs]}
     if inputs is not None:
         for k, t in enumerate(inputs):
             node, nr = t._grad_edge()
             if node is not None:
-                captures.setdefault(node, {})[nr] = k
-        needed = _needed(nodes, set(captures))
+                captures.setdefault(node, {}).setdefault(nr, []).append(k)
+        needed = _needed(order, captures)
     else:
         needed = None
     captured = [None] * (len(inputs) if inputs is not None else 0)
 
-    order = sorted(nodes, key=_seq_of, reverse=True)
-    simple = not captures and not _Anomaly.enabled and node_hook is None
+    # Without the profiler or anomaly mode, a node with no hooks takes a short path: a plain
+    # node is applied, a leaf's AccumulateGrad only captures and accumulates.
     prev_mode = _gm.grad_enabled
     _gm.grad_enabled = create_graph
     try:
@@ -239,29 +318,113 @@ def run(outputs, root_grads, retain_graph, create_graph, inputs, accumulate):
             grads = buffers.pop(node, None)
             if grads is None:
                 continue        # no gradient reached this node
-            if (simple and node._tensor_pre_hooks is None and node._pre_hooks is None
-                    and node._retain_grad is None and node._post_hooks is None
-                    and not node._materialize and type(node) is not AccumulateGrad):
-                out = node.apply(grads)     # the common case: no hooks, nothing to capture
+            if not (plain and node._tensor_pre_hooks is None and node._pre_hooks is None
+                    and node._retain_grad is None and node._post_hooks is None):
+                _send(node, (node_hook or _run_node)(
+                    node, grads, captures.get(node), captured, inputs, needed, accumulate,
+                    retain_graph, create_graph), buffers)
+            elif type(node) is AccumulateGrad:
+                if node.variable._backward_hooks:
+                    _run_node(node, grads, captures.get(node), captured, inputs, needed,
+                              accumulate, retain_graph, create_graph)
+                    continue
+                cap = captures.get(node)
+                if cap is not None:
+                    for k in cap[0]:
+                        captured[k] = grads[0]
+                if accumulate and (inputs is None or cap is not None) and grads[0] is not None:
+                    _accumulate(node.variable, grads, create_graph)
+            elif node in captures or needed is not None and node not in needed:
+                _send(node, _run_node(node, grads, captures.get(node), captured, inputs, needed,
+                                      accumulate, retain_graph, create_graph), buffers)
+            else:
+                if node._materialize:
+                    for g in grads:
+                        if g is None:
+                            grads = _materialize(node, grads)
+                            break
+                _send(node, node.apply(grads), buffers)
                 if not retain_graph:
                     node.release()
-            else:
-                out = (node_hook or _run_node)(node, grads, captures.get(node), captured, inputs,
-                                               needed, accumulate, retain_graph, create_graph)
-            for (nxt, nr), g in zip(node.next_functions, out):
-                if g is None or nxt is None:
-                    continue
-                buf = buffers.get(nxt)
-                if buf is None:
-                    buf = buffers[nxt] = [None] * len(nxt._out_meta)
-                    buf[nr] = g
-                elif buf[nr] is None:
-                    buf[nr] = g
-                else:
-                    buf[nr] = buf[nr] + g
     finally:
         _gm.grad_enabled = prev_mode
     return captured
+
+
+def _run_one_node(out, root_grads, retain_graph, create_graph, inputs, accumulate):
+    """``run`` for the commonest small graph: one node whose inputs are all leaves (a compiled
+    function's result, one op on parameters), with no hooks but post-accumulate ones. It does
+    what the general loop would do, without finding and ordering the graph. None when the
+    graph is not of that shape, or an input is not a leaf: then the general loop runs."""
+    node = out._grad_fn
+    if (node is None or out._base is not None or node._tensor_pre_hooks is not None
+            or node._pre_hooks is not None or node._retain_grad is not None
+            or node._post_hooks is not None):
+        return None
+    targets = None              # per input, its AccumulateGrad (None: not in any graph)
+    if inputs is not None:
+        targets = []
+        for t in inputs:
+            if t._grad_fn is not None or t._base is not None:
+                return None
+            targets.append(t._grad_acc() if t._grad_acc is not None else None)
+    edges = node.next_functions
+    reaches = targets is None   # some input's AccumulateGrad is below the node
+    for nxt, _ in edges:
+        if nxt is None:
+            continue
+        if (type(nxt) is not AccumulateGrad or nxt._pre_hooks is not None
+                or nxt._post_hooks is not None or nxt._retain_grad is not None
+                or nxt._tensor_pre_hooks is not None or nxt.variable._backward_hooks):
+            return None
+        if not reaches and nxt in targets:
+            reaches = True
+    if not reaches:
+        return [None] * len(inputs)     # the node need not run
+    grads = [None] * len(node._out_meta)
+    grads[out._output_nr] = root_grads[0]
+    prev_mode = _gm.grad_enabled
+    _gm.grad_enabled = create_graph
+    try:
+        if node._materialize and len(grads) > 1:
+            grads = _materialize(node, grads)
+        res = node.apply(grads)
+        if not retain_graph:
+            node.release()
+        sums = {}               # AccumulateGrad -> its gradient (a leaf may be an input twice)
+        for (nxt, _), g in zip(edges, res):
+            if g is not None and nxt is not None:
+                before = sums.get(nxt)
+                sums[nxt] = g if before is None else before + g
+        res = g = before = None     # what _accumulate finds must be held by sums alone
+        if targets is not None:
+            captured = [None if acc is None else sums.get(acc) for acc in targets]
+        if accumulate:
+            if targets is not None:
+                for acc in list(sums):
+                    if acc not in targets:
+                        del sums[acc]
+            for acc in sorted(sums, key=_seq_of, reverse=True) if len(sums) > 1 else list(sums):
+                _accumulate(acc.variable, [sums.pop(acc)], create_graph)
+    finally:
+        _gm.grad_enabled = prev_mode
+    return captured if targets is not None else []
+
+
+def _send(node, out, buffers):
+    """Add a node's results into the buffers of its next nodes. (A function of its own, so that
+    no local of ``run`` keeps a gradient alive: ``_accumulate`` counts references.)"""
+    for (nxt, nr), g in zip(node.next_functions, out):
+        if g is None or nxt is None:
+            continue
+        buf = buffers.get(nxt)
+        if buf is None:
+            buf = buffers[nxt] = [None] * len(nxt._out_meta)
+            buf[nr] = g
+        elif buf[nr] is None:
+            buf[nr] = g
+        else:
+            buf[nr] = buf[nr] + g
 
 
 def _seq_of(node):
@@ -280,15 +443,16 @@ def _run_node(node, grads, cap, captured, inputs, needed, accumulate, retain_gra
             if r is not None:
                 grads = list(r)
     if cap is not None:
-        for nr, k in cap.items():
-            captured[k] = grads[nr]
+        for nr, ks in cap.items():
+            for k in ks:
+                captured[k] = grads[nr]
     if type(node) is AccumulateGrad:
         if accumulate and (inputs is None or cap is not None) and grads[0] is not None:
-            _accumulate(node.variable, grads[0], create_graph)
+            _accumulate(node.variable, grads, create_graph)
         return nothing
     if accumulate and cap is not None:      # backward(inputs=[non_leaf]) fills its .grad
-        for nr, k in cap.items():
-            _accumulate_nonleaf(inputs[k], grads[nr], create_graph)
+        for nr, ks in cap.items():
+            _accumulate_nonleaf(inputs[ks[0]], grads[nr], create_graph)
     if needed is not None and node not in needed:
         return [None] * len(node.next_functions)
     out = _apply(node, grads)

@@ -201,7 +201,7 @@ def _masked_fill_(self, mask, value):
     if mask.dtype.name != "bool":
         raise op_error("masked_fill_", f"masked_fill_ only supports boolean masks, but got mask "
                                        f"with dtype {mask.dtype.name}")
-    mask = broadcast_to(mask, self.shape)
+    mask = shape_ops.broadcast_if_needed(mask, self.shape)
     return inplace(index_ops.index_put_p, "masked_fill_", self, value, mask, spec=(("t", 0),))
 
 

@@ -19,10 +19,10 @@ def _reduce_shape(shape, dims, keepdim):
 
 def _expand_back(g, shape, dims, keepdim):
     """Broadcast a reduced gradient back to the input's shape."""
-    from .shape_ops import broadcast_to, reshape
+    from .shape_ops import broadcast_if_needed, reshape
     if not keepdim and dims:
         g = reshape(g, reduced_shape(shape, dims, True))
-    return broadcast_to(g, shape)
+    return broadcast_if_needed(g, shape)
 
 
 def _sum_dtype(x, dims, keepdim, dtype=None):

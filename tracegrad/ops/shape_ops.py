@@ -222,10 +222,16 @@ def movedim(input, source, destination):
 
 
 def broadcast_to(input, shape):
+    """A view of ``input`` broadcast to ``shape``: a new tensor even when the shape is its
+    own, as PyTorch's ``expand`` gives."""
+    return bind(broadcast_to_p, input, shape=tuple(shape))
+
+
+def broadcast_if_needed(input, shape):
+    """``input`` itself when it has ``shape`` already, else ``broadcast_to`` (for rules and
+    helpers that need the values, not a new tensor)."""
     shape = tuple(shape)
-    if shape == input.shape:
-        return input
-    return bind(broadcast_to_p, input, shape=shape)
+    return input if shape == input.shape else bind(broadcast_to_p, input, shape=shape)
 
 
 def expand(input, *sizes):
@@ -246,7 +252,7 @@ def expand_as(input, other):
 def broadcast_tensors(*tensors):
     from .rules import broadcast
     shape = broadcast(*[t.shape for t in tensors])
-    return tuple(broadcast_to(t, shape) for t in tensors)
+    return tuple(broadcast_if_needed(t, shape) for t in tensors)
 
 
 def cat(tensors, dim=0):

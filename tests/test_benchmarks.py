@@ -1,0 +1,71 @@
+"""The benchmark suite's definitions: data as specified, NumPy references that agree with
+tracegrad's autograd, and a smoke run of benchmarks/suite.py (no timing asserts)."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+sys.path.insert(0, str(BENCH))
+import workloads  # noqa: E402 - benchmarks/ is not a package
+
+SMALL = {"W1_1M": 0.01, "W1_10M": 0.001, "W2": 0.25, "W3": 0.0625, "W4": 0.0625}
+
+
+@pytest.mark.parametrize("workload", workloads.WORKLOADS)
+def test_numpy_reference_matches_tracegrad_eager(workload):
+    names, arrays, wrt = workloads.make_data(workload, scale=SMALL[workload])
+    before = [a.copy() for a in arrays]
+    ref = workloads.NUMPY_STEPS[workload](*arrays)
+    assert all(np.array_equal(a, b) for a, b in zip(arrays, before)), "reference wrote its inputs"
+    args = [tg.from_numpy(a.copy()) for a in arrays]
+    params = [args[names.index(n)].requires_grad_() for n in wrt]
+    loss = workloads.autograd_steps(tg)[workload](*args)
+    got = [loss.detach().numpy()] + [g.numpy() for g in tg.autograd.grad(loss, params)]
+    assert len(ref) == len(got) == 1 + len(wrt)
+    assert workloads.rel_error(got, ref) < 1e-5
+
+
+def test_w2_data_is_drawn_as_specified():
+    rng = np.random.default_rng(0)
+    draws = [rng.standard_normal((32, 784), dtype=np.float32),
+             rng.integers(0, 10, 32),
+             rng.standard_normal((784, 128), dtype=np.float32) * np.float32(1 / 28),
+             rng.standard_normal(128, dtype=np.float32) * np.float32(0.1),
+             rng.standard_normal((128, 10), dtype=np.float32) * np.float32(1 / np.sqrt(128)),
+             rng.standard_normal(10, dtype=np.float32) * np.float32(0.1)]
+    names, arrays, wrt = workloads.make_data("W2")
+    assert names == ("x", "y", "W1", "b1", "W2", "b2") and wrt == ("W1", "b1", "W2", "b2")
+    assert [a.dtype for a in arrays] == [np.float32, np.int64] + [np.float32] * 4
+    for got, expected in zip(arrays, draws):
+        np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("workload, shapes", [
+    ("W1_1M", [(1_000_000,)] * 3),
+    ("W3", [(256, 1024), (256, 1024), (1024, 2048), (2048,), (2048, 1024), (1024,)]),
+    ("W4", [(4096, 1024), (1024,), (1024,)]),
+])
+def test_full_size_shapes(workload, shapes):
+    names, arrays, wrt = workloads.make_data(workload)
+    assert [a.shape for a in arrays] == shapes
+    assert all(a.dtype == np.float32 for a in arrays)
+
+
+def test_suite_quick_prints_a_row_per_system():
+    systems = ("NumPy by hand", "tracegrad eager")
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "suite.py"), "--quick", "--workloads", "W2",
+         "--systems", ",".join(systems)],
+        capture_output=True, text=True, timeout=120, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stderr
+    rows = [ln for ln in proc.stdout.splitlines() if ln.startswith("W2 ")]
+    for system in systems:
+        row = next((r for r in rows if system in r), None)
+        assert row is not None, proc.stdout
+        assert "failed" not in row and "not timed" not in row, row

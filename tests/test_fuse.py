@@ -1,0 +1,319 @@
+"""The fuse pass, fused NumPy kernels, chunked runs and the memory plan.
+
+Fusion decisions are pinned as text; every fused program is checked against
+eager (values and gradients) over shapes with broadcasts and non-contiguous
+inputs, with chunking forced on around its threshold.
+"""
+import numpy as np
+import pytest
+
+import tracegrad as tg
+from tracegrad.codegen import fused
+from tracegrad.codegen.fused import NotLowerable, Scratch, lower
+from tracegrad.codegen.names import CodeNamer
+from tracegrad.codegen.support import Workspace
+from tracegrad.ir import Graph, Node, Value, verify
+from tracegrad.ops.core import Aval
+from tracegrad.passes.fuse import can_fuse, fuse, start
+
+
+def layer_norm(x, g, b):
+    mu = x.mean(-1, keepdim=True)
+    d = x - mu
+    var = (d * d).mean(-1, keepdim=True)
+    y = d / tg.sqrt(var + 1e-5) * g + b
+    return (y * y).sum(0)
+
+
+def lse(x):
+    return tg.logsumexp(x, 0)
+
+
+def mlp(x, w):
+    h = tg.tanh(x * 2 + 1)
+    y = h @ w
+    return tg.exp(y - 1).sum()
+
+
+def gelu_sum(x, a, b):
+    u = x * a + b
+    y = 0.5 * u * (1 + tg.tanh(0.7978845608 * (u + 0.044715 * u ** 3)))
+    return y.sum()
+
+
+def _forward_graph(fn, *shapes):
+    c = tg.compile(fn)
+    with tg.no_grad():
+        c(*[tg.randn(*s) for s in shapes])
+    return c.graph
+
+
+# decisions, pinned -----------------------------------------------------------------------------
+
+def test_row_reductions_and_their_consumers_make_one_pass():
+    assert _forward_graph(layer_norm, (4, 6), (6,), (6,)) == """forward(x:f32[4,6], g:f32[6], b:f32[6]) {
+  fused0 reduction [4,6] (x, g, b) -> (out) {
+    a:f32[4,1] = sum x  dims=(1,) dtype=None keepdim=True
+    mu:f32[4,1] = div a 6
+    d:f32[4,6] = sub x mu
+    c:f32[4,6] = mul d d
+    e:f32[4,1] = sum c  dims=(1,) dtype=None keepdim=True
+    var:f32[4,1] = div e 6
+    f:f32[4,1] = add var 1e-05
+    h:f32[4,1] = sqrt f
+    i:f32[4,6] = div d h
+    j:f32[4,6] = mul i g
+    y:f32[4,6] = add j b
+    k:f32[4,6] = mul y y
+    out:f32[6] = sum k  dims=(0,) dtype=None keepdim=False
+  }
+  return (out)
+}"""
+
+
+def test_a_reduction_over_rows_ends_the_pass_and_its_epilogue_follows():
+    assert _forward_graph(lse, (5, 3)) == """forward(x:f32[5,3]) {
+  fused0 reduction [5,3] (x) -> (d) {
+    a:f32[1,3] = amax x  dims=(0,) keepdim=True
+  } then {
+    b:f32[1,3] = stop_gradient a
+    c:bool[1,3] = isinf b
+    d:f32[1,3] = where c 0.0 b
+  }
+  fused1 reduction [5,3] (x, d) -> (i) {
+    e:f32[5,3] = sub x d
+    f:f32[5,3] = exp e
+    g:f32[1,3] = sum f  dims=(0,) dtype=None keepdim=True
+  } then {
+    h:f32[1,3] = log g
+    i:f32[1,3] = add h d
+  }
+  out:f32[3] = reshape i  shape=(3,)
+  return (out)
+}"""
+
+
+def test_matmul_splits_groups():
+    assert _forward_graph(mlp, (4, 3), (3, 2)) == """forward(x:f32[4,3], w:f32[3,2]) {
+  fused0 elementwise [4,3] (x) -> (h) {
+    a:f32[4,3] = mul x 2
+    b:f32[4,3] = add a 1
+    h:f32[4,3] = tanh b
+  }
+  y:f32[4,2] = matmul h w
+  fused1 reduction [4,2] (y) -> (out) {
+    c:f32[4,2] = sub y 1
+    d:f32[4,2] = exp c
+    out:f32[] = sum d  dims=(0,1) dtype=None keepdim=False
+  }
+  return (out)
+}"""
+
+
+def _node(op, inputs, params, shape, dtype=tg.float32):
+    return Node(op, inputs, params, Value(Aval(shape, dtype)))
+
+
+def test_can_fuse_is_the_one_predicate():
+    x, y = Value(Aval((4, 3), tg.float32)), Value(Aval((3,), tg.float32))
+    a = _node("exp", [x], {}, (4, 3))
+    draft = start(a)
+    assert can_fuse(draft, _node("mul", [a.out, y], {}, (4, 3))) == "loop"     # y broadcasts
+    rows = _node("sum", [a.out], {"dims": (1,), "keepdim": True}, (4, 1))
+    assert can_fuse(draft, rows) == "loop"                  # per row: later ops may read it
+    cols = _node("sum", [a.out], {"dims": (0,), "keepdim": True}, (1, 3))
+    assert can_fuse(draft, cols) == "loop"
+    after = draft.join(cols, "loop")
+    assert can_fuse(after, _node("log", [cols.out], {}, (1, 3))) == "after"     # the epilogue
+    # a full-size op on a result over every row starts a new pass instead
+    assert can_fuse(after, _node("sub", [a.out, cols.out], {}, (4, 3))) is None
+    assert can_fuse(draft, _node("matmul", [a.out, Value(Aval((3, 2), tg.float32))], {},
+                                 (4, 2))) is None
+    assert can_fuse(draft, _node("exp", [x], {}, (4, 3))) is None    # shares no value
+
+
+def test_groups_never_make_a_cycle():
+    # b = f(a) joins a's group only if nothing outside the group stands between them
+    x = Value(Aval((8,), tg.float32))
+    a = _node("exp", [x], {}, (8,))
+    s = _node("sum", [a.out], {"dims": (0,), "keepdim": True}, (1,))
+    r = _node("reshape", [a.out], {"shape": (2, 4)}, (2, 4))
+    m = _node("reshape", [r.out], {"shape": (8,)}, (8,))
+    b = _node("mul", [a.out, m.out], {}, (8,))
+    g = Graph([x], [a, s, r, m, b], [s.out, b.out])
+    f = fuse(g)
+    verify(f)
+    assert [len(grp.nodes) for grp in f.groups] == [2]
+    assert b not in f.groups[0].nodes
+
+
+# fused against eager, over shapes ------------------------------------------------------------
+
+def _check(fn, arrays, requires_grad=True, rtol=1e-5):
+    want_in = [tg.tensor(a, requires_grad=requires_grad) for a in arrays]
+    got_in = [tg.tensor(a, requires_grad=requires_grad) for a in arrays]
+    want = fn(*want_in)
+    c = tg.compile(fn)
+    got = c(*got_in)
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=rtol,
+                               atol=1e-6)
+    if requires_grad:
+        gw = tg.autograd.grad(want.sum(), want_in)
+        gg = tg.autograd.grad(got.sum(), got_in)
+        for a, b in zip(gg, gw):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=rtol, atol=1e-5)
+    return c
+
+
+def _programs():
+    def chain(x, y):
+        return tg.exp(tg.tanh(x * y + 1) - y) * 0.5 + x ** 2
+
+    def rows(x, y):
+        return (x - x.amax(-1, keepdim=True)) * y / (x * x).sum(-1, keepdim=True).sqrt()
+
+    def cols(x, y):
+        return tg.sigmoid(x + y).sum(0) * 2 - (x * y).mean(0)
+
+    def mixed(x, y):
+        s = (x * y).sum(-1, keepdim=True)
+        return tg.relu(x - s) + tg.where(x > 0, x, y * 3)
+    return {"chain": chain, "rows": rows, "cols": cols, "mixed": mixed}
+
+
+SHAPES = [((7,), (7,)), ((5, 3), (3,)), ((5, 3), (5, 1)), ((4, 1), (1, 6)), ((3, 2, 5), (2, 5))]
+
+
+@pytest.mark.parametrize("name", list(_programs()))
+@pytest.mark.parametrize("shapes", SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_fused_groups_match_eager(name, shapes, dtype):
+    rng = np.random.default_rng(0)
+    fn = _programs()[name]
+    xs, ys = shapes
+    if name in ("rows", "cols", "mixed") and len(xs) < 2:
+        xs = (3,) + xs
+    arrays = [rng.standard_normal(xs).astype(dtype), rng.standard_normal(ys).astype(dtype) + 1.5]
+    _check(fn, arrays, rtol=1e-4 if dtype == np.float32 else 1e-9)
+
+
+def test_non_contiguous_inputs():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((6, 4)).T            # (4, 6), transposed strides
+    y = rng.standard_normal((6, 8))[:, ::2].T    # (4, 6), a strided view
+    for fn in _programs().values():
+        _check(fn, [x, y], rtol=1e-9)
+
+
+# chunks --------------------------------------------------------------------------------------
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    """Chunking from 64 elements on, 16 elements a chunk, on 2 threads."""
+    monkeypatch.setattr(fused, "CHUNK_MIN", 64)
+    monkeypatch.setattr(fused, "CHUNK_ELEMS", 16)
+    monkeypatch.setattr(fused, "THREADS", 2)
+
+
+@pytest.mark.parametrize("n", [63, 64, 65, 100, 257])
+def test_chunked_path_around_its_threshold(small_chunks, n):
+    rng = np.random.default_rng(n)
+    arrays = [rng.standard_normal(n), rng.standard_normal(n), rng.standard_normal(1)]
+    c = _check(gelu_sum, arrays, rtol=1e-9)
+    assert ("run_chunks(" in c.code) == (n >= 64)
+
+
+@pytest.mark.parametrize("rows", [9, 16, 33])
+def test_chunked_rows_with_reductions_both_ways(small_chunks, rows):
+    rng = np.random.default_rng(rows)
+    arrays = [rng.standard_normal((rows, 8)), rng.standard_normal(8) + 1, rng.standard_normal(8)]
+    c = _check(layer_norm, arrays, rtol=1e-9)
+    assert "run_chunks(" in c.code and "step=2" in c.code
+    for name, fn in _programs().items():
+        _check(fn, [rng.standard_normal((rows, 8)), rng.standard_normal(8) + 1.5], rtol=1e-9)
+
+
+def test_chunked_results_do_not_depend_on_the_number_of_threads(monkeypatch, small_chunks):
+    x = np.random.default_rng(3).standard_normal(1000).astype(np.float32)
+    outs = []
+    for threads in (1, 2):
+        monkeypatch.setattr(fused, "THREADS", threads)
+        c = tg.compile(lambda x: (tg.tanh(x) * x).sum())
+        outs.append(c(tg.tensor(x)).item())
+    assert outs[0] == outs[1]
+
+
+# kernels and buffers -------------------------------------------------------------------------
+
+def test_templates_lower_to_ufunc_calls_into_buffers():
+    arrays = {"a": ((4,), np.float32), "g": ((4,), np.float32)}
+    scratch = Scratch(CodeNamer())
+    stmts = lower("g * (1 - a * a)", arrays, "out", ((4,), np.float32), scratch)
+    assert stmts == ["np.multiply(a, a, out=buf0)", "np.subtract(1, buf0, out=buf0)",
+                     "np.multiply(g, buf0, out=out)"]
+    with pytest.raises(NotLowerable):        # not a ufunc
+        lower("np.where(a, g, 0)", arrays, "out", ((4,), np.float32), scratch)
+    with pytest.raises(NotLowerable):        # NumPy would compute float64
+        lower("a * np.float64(2)", arrays, "out", ((4,), np.float32), scratch)
+
+
+def test_fused_kernel_code_is_pinned():
+    @tg.compile
+    def f(x, w):
+        hidden = tg.tanh(x * w)
+        return hidden.sum()
+
+    with tg.no_grad():
+        f(tg.ones(3), tg.ones(3))
+    line = f.__wrapped__.__code__.co_firstlineno
+    body = f.code[f.code.index("import numpy"):]
+    assert body == f'''import numpy as np
+from tracegrad.codegen.support import Workspace
+_forward_workspace = Workspace(kernels={{'forward_fused0': (1, [((3,), np.float32), ((3,), np.float32)])}})
+
+
+def forward_fused0(x, w, buf0, buf1):
+    """fused0: mul tanh sum; one pass over [3], at once."""
+    # test_fuse.py:{line + 2}: hidden = tg.tanh(x * w)
+    t0 = np.multiply(x, w, out=buf0)
+    hidden = np.tanh(t0, out=buf1)
+    # test_fuse.py:{line + 3}: return hidden.sum()
+    out = np.sum(hidden, axis=(0,), keepdims=False)
+    return (out,)
+
+
+def forward(x, w):
+    ws = _forward_workspace.take()
+    # fused0 (reduction): mul tanh sum  [test_fuse.py:{line + 2}, test_fuse.py:{line + 3}]
+    out, = forward_fused0(x, w, *ws.forward_fused0[0])
+    _forward_workspace.give(ws)
+    return (out,)
+'''
+
+
+def test_values_between_groups_live_in_reused_workspace_slots():
+    def f(x, w):
+        h = tg.tanh(x * 2 + 1)          # read by the matmul only: a slot
+        y = h @ w
+        z = tg.exp(y * y - 1)           # read by the next matmul only: the same-shape slot
+        return (z @ w.T * 3).sum()
+
+    c = tg.compile(f)
+    x, w = tg.randn(4, 4), tg.randn(4, 4)
+    with tg.no_grad():
+        want = f(x, w)
+        got = c(x, w)
+        again = c(x, w)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5)
+    assert again.item() == got.item()
+    assert "h = ws.slot0" in c.code and "z = ws.slot0" in c.code
+
+
+def test_workspace_buffers_are_kept_and_never_shared_by_two_calls_at_once():
+    ws = Workspace(kernels={"k": (2, [((8,), np.float32)])}, slots={"slot0": ((3,), np.int64)})
+    first = ws.take()
+    second = ws.take()                  # taken while the first is in use: its own buffers
+    assert first.k[0][0] is not second.k[0][0] and len(first.k) == 2
+    ws.give(first)
+    assert ws.take() is first           # given back: reused, no new memory
+    assert ws.nbytes() == 2 * 8 * 4 + 3 * 8
