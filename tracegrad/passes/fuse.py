@@ -57,11 +57,20 @@ class Draft:
         return Draft(loop, after, domain, kinds, self.reduces or node.prim.kind == "reduction")
 
     def merge(self, other, position):
-        """A new draft with both groups' nodes (the same domain), in graph order."""
+        """A new draft with both groups' nodes, in graph order, or None when their domains
+        differ (unless one is per-row in the other and has no reductions: it widens)."""
         def order(nodes):
             return tuple(sorted(nodes, key=position.__getitem__))
+        if self.domain == other.domain:
+            domain = self.domain
+        elif not other.reduces and _local(other.domain, self.domain):
+            domain = self.domain
+        elif not self.reduces and _local(self.domain, other.domain):
+            domain = other.domain
+        else:
+            return None
         return Draft(order(self.loop + other.loop), order(self.after + other.after),
-                     self.domain, {**self.kinds, **other.kinds}, self.reduces or other.reduces)
+                     domain, {**self.kinds, **other.kinds}, self.reduces or other.reduces)
 
     def reads(self):
         """Values the draft's nodes read from outside it."""
@@ -147,11 +156,13 @@ def fuse(graph):
                 drafts[gid], chosen = draft.join(n, place), gid
                 owner[n] = gid
                 break
-        for gid in candidates:      # n also reads another group over the same domain: merge
-            if chosen is None or gid == chosen or drafts[gid].domain != drafts[chosen].domain:
+        for gid in candidates:      # n also reads another group over its domain: merge
+            if chosen is None or gid == chosen:
                 continue
             one, other = drafts[chosen], drafts[gid]
             merged = one.merge(other, position)
+            if merged is None:
+                continue
             want = "local" if n in merged.loop else "across"
             if other.reads() & set(one.kinds) or {v for m in one.loop + one.after if m is not n
                                                   for v in m.values()} & set(other.kinds) \
