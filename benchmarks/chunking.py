@@ -16,6 +16,8 @@ import time
 
 import numpy as np
 
+CHUNK = 1 << 17         # elements a chunk, for the size table
+
 
 def gelu_sum(x, a, b):
     import tracegrad as tg
@@ -53,11 +55,12 @@ def main():
     print(f"W1 forward group, float32, {cores} core(s), load average {load:.1f}; ms (median)")
     print(f"{'elements':>10}{'plain':>10}{'chunks x1':>11}{f'chunks x{cores}':>11}"
           f"{'best':>9}")
-    for p in range(12, 25, 2):
+    print(f"chunks of {CHUNK} elements")
+    for p in range(14, 25):
         n = 1 << p
-        plain = run(n, 1 << 40, 1 << 15, 1)
-        one = run(n, 0, 1 << 15, 1)
-        many = run(n, 0, 1 << 15, cores)
+        plain = run(n, 1 << 40, CHUNK, 1)
+        one = run(n, 0, CHUNK, 1)
+        many = run(n, 0, CHUNK, cores)
         best = min((plain, "plain"), (one, "x1"), (many, f"x{cores}"))[1]
         print(f"{'2**' + str(p):>10}{plain:>10.3f}{one:>11.3f}{many:>11.3f}{best:>9}")
     if args.chunks:

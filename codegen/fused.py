@@ -35,12 +35,17 @@ from tracegrad.passes.memplan import written
 
 from . import python as py
 
-# Chunking, measured with benchmarks/chunking.py on the 2-core machines of the project: a
-# 14-op elementwise chain + sum over float32 vectors. Below about 2**17 elements the plain
-# kernel call is as fast or faster (the chunked call's per-chunk Python overhead is not paid
-# back); from 2**18 on, chunks of 2**15 rows-worth of elements in L2 plus a second thread win.
-CHUNK_MIN = 1 << 18         # elements in the domain from which a group runs in chunks
-CHUNK_ELEMS = 1 << 15       # elements per chunk (a float32 buffer of 128 KiB)
+# Chunking, measured with benchmarks/chunking.py on the project's 2-core machines (W1's forward
+# group: 12 elementwise ops and a sum over float32 vectors; ms, with chunks of 2**17):
+#   elements   2**18  2**19  2**20  2**21  2**22  2**23  2**24
+#   plain      0.46   1.28   5.05   10.4   16.1   35.2   104.5
+#   chunks     0.52   1.17   2.45   4.53   8.90   17.4   55.3
+# Plain is as fast up to 2**18 (a pass over the arrays still fits the caches); from 2**19 on
+# chunks win, by 2x at 2**20 and up. Chunks of 2**12 to 2**19 elements at 2**23: 82, 60, 43,
+# 41, 39, 35, 36, 35 ms: below 2**15 the per-chunk Python overhead dominates; 2**17 float32
+# elements (512 KiB a buffer) is past the knee and still inside the 32 MiB L3.
+CHUNK_MIN = 1 << 19         # elements in the domain from which a group runs in chunks
+CHUNK_ELEMS = 1 << 17       # elements per chunk
 THREADS = os.cpu_count() or 1
 
 _BINARY = {ast.Add: "add", ast.Sub: "subtract", ast.Mult: "multiply", ast.Div: "divide",
