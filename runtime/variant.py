@@ -114,7 +114,7 @@ def build(traced, label, want_grad, dump_ir=None, check=None, title=None, profil
     n_kept = n_res + n_mut
     v.profile_name = profile_name or label
     with phase(v.profile_name, "passes", "compile"):
-        fwd, bwd, joint, grad_index = _passes(graph, wrt, seeds, dump_ir, check)
+        fwd, bwd, joint, grad_index = _passes(graph, wrt, seeds, dump_ir, check, v.mutated)
     if seeds:
         residuals = fwd.outputs[len(graph.outputs):]
         returned = list(fwd.outputs[:n_kept]) + list(residuals)
@@ -136,9 +136,9 @@ def build(traced, label, want_grad, dump_ir=None, check=None, title=None, profil
     return v
 
 
-def _passes(graph, wrt, seeds, dump_ir, check):
+def _passes(graph, wrt, seeds, dump_ir, check, written):
     if seeds:
-        return pipeline.forward_backward(graph, wrt, seeds, dump_ir, check)
+        return pipeline.forward_backward(graph, wrt, seeds, dump_ir, check, written)
     return pipeline.forward_only(graph, dump_ir, check), None, None, None
 
 

@@ -5,7 +5,6 @@ and backward graphs exactly as ``partition`` returned them (before later passes 
 fusion), then checks the compiled gradients against eager ones.
 """
 import numpy as np
-import pytest
 
 import tracegrad as tg
 import tracegrad.nn.functional as F
@@ -15,14 +14,15 @@ from tracegrad.passes import pipeline
 
 
 def _compile(monkeypatch, fn):
-    """``fn`` compiled, and a list that receives ``(forward, backward)`` from each partition."""
+    """``fn`` compiled, and a list that receives ``(forward, backward, (joint, *args))`` from
+    each partition."""
     split = []
 
-    def record(joint, n_primal_in, n_primal_out):
-        forward, backward, residuals = P.partition(joint, n_primal_in, n_primal_out)
+    def record(joint, *args, **kwargs):
+        forward, backward, residuals = P.partition(joint, *args, **kwargs)
         verify(forward)
         verify(backward)
-        split.append((forward, backward))
+        split.append((forward, backward, (joint,) + args))
         return forward, backward, residuals
 
     monkeypatch.setattr(pipeline, "partition", record)
@@ -30,7 +30,7 @@ def _compile(monkeypatch, fn):
 
 
 def _text(split):
-    forward, backward = split[-1]
+    forward, backward, _ = split[-1]
     return print_graph(forward, "forward") + "\n" + print_graph(backward, "backward")
 
 
@@ -321,9 +321,31 @@ backward(t:f32[4,8], a:f32[4,1], x:f32[4,8], b:f32[4,1], d_out:f32[]) {
 def test_recomputation_stops_at_the_depth_bound(monkeypatch):
     f, split = _compile(monkeypatch, sines)
     _check_grads(sines, f, _data(8), [0])
-    forward, backward = split[-1]
+    forward, backward, _ = split[-1]
     n_res = len(backward.inputs) - 1
     assert 1 < n_res and _recompute_depth(backward, n_res) <= P.MAX_RECOMPUTE_DEPTH
+
+
+def mutate_then_use(x, buf):
+    buf.mul_(2)
+    return (tg.exp(x * buf) * buf).sum()
+
+
+def test_an_input_written_in_place_is_not_free_to_save(monkeypatch):
+    f, split = _compile(monkeypatch, mutate_then_use)
+    got = [tg.tensor(np.linspace(-1, 1, 5), requires_grad=True), tg.tensor(np.arange(5.0))]
+    want = [tg.tensor(np.linspace(-1, 1, 5), requires_grad=True), tg.tensor(np.arange(5.0))]
+    (g,) = tg.autograd.grad(f(*got), got[0])
+    (e,) = tg.autograd.grad(mutate_then_use(*want), want[0])
+    np.testing.assert_allclose(g.numpy(), e.numpy())
+    np.testing.assert_allclose(got[1].numpy(), want[1].numpy())
+    joint, n_in, n_out = split[-1][2][:3]
+    buf = joint.inputs[1]
+    # free to save, buf is saved and the runtime copies it before the write-back; marked
+    # written, the new value (a forward value the backward reads anyway) is saved instead
+    assert buf in P.partition(joint, n_in, n_out)[2]
+    residuals = P.partition(joint, n_in, n_out, written=(1,))[2]
+    assert buf not in residuals and len(residuals) == 2
 
 
 def test_explain_lists_saved_and_recomputed_values():

@@ -7,11 +7,13 @@ backward reads some forward values; each is either saved (the forward returns it
 the idea of AOTAutograd's rematerialising partitioner: a flow network over the forward
 values the backward transitively needs, each value split into an ``in -> out`` edge whose
 capacity is what saving it costs (its bytes; nothing for a graph input, which is alive
-anyway). Graph inputs and values that may not be recomputed (matmuls, reductions, random
-draws, custom and other non-elementwise ops, and values too far from the backward) hang
+anyway, unless the forward writes it in place). Graph inputs and values that may not be
+recomputed (matmuls, reductions, random draws, custom and other non-elementwise ops) hang
 from the source; values the backward reads hang from the sink. The cheapest set of values
 separating the two is saved; what lies beyond it is recomputed. Ties go to fewer
-recomputed ops (a value closer to the backward costs a little less).
+recomputed ops (a value closer to the backward costs a little less). A chain of
+recomputation longer than ``MAX_RECOMPUTE_DEPTH`` ops is cut by fixing a value part way
+in the forward and cutting again.
 
 The forward returns the user's outputs followed by the residuals (inputs included); the
 backward takes the residuals, then the cotangents, and returns the gradients. A recomputed
@@ -58,8 +60,12 @@ MAX_RECOMPUTE_DEPTH = 16
 _DATA_MOVEMENT = frozenset(("reshape", "permute", "broadcast_to", "cat", "index"))
 
 
-def partition(joint, n_primal_in, n_primal_out):
-    """``(forward, backward, residuals)`` for a joint graph from ``autodiff``."""
+def partition(joint, n_primal_in, n_primal_out, written=()):
+    """``(forward, backward, residuals)`` for a joint graph from ``autodiff``.
+
+    ``written``: positions of the primal inputs that the forward writes in place. Saving
+    one costs a copy (the runtime takes it before the write-back), so it is not free.
+    """
     primals, cotangents = joint.inputs[:n_primal_in], joint.inputs[n_primal_in:]
     tangent = set(cotangents)
     fwd_nodes, bwd_nodes = [], []
@@ -72,7 +78,7 @@ def partition(joint, n_primal_in, n_primal_out):
     grads = joint.outputs[n_primal_out:]
     backward = dce(Graph((), bwd_nodes, grads))
     needed = _reads(backward.nodes, grads, tangent)
-    saved = min_cut(primals, fwd_nodes, needed)
+    saved = min_cut(primals, fwd_nodes, needed, {primals[i] for i in written})
     nodes = _with_recomputation(backward.nodes, grads, fwd_nodes, saved, tangent)
     residuals = _reads(nodes, grads, tangent)
     forward = dce(Graph(primals, fwd_nodes, list(joint.outputs[:n_primal_out]) + residuals))
@@ -89,9 +95,10 @@ def recomputable(node):
     return node.op in _DATA_MOVEMENT and (node.op != "index" or len(node.values()) == 1)
 
 
-def min_cut(primals, fwd_nodes, needed):
+def min_cut(primals, fwd_nodes, needed, written=frozenset()):
     """The set of forward values to save so that the backward can get ``needed`` (forward
-    values it reads) by recomputing the rest (see the module docstring)."""
+    values it reads) by recomputing the rest (see the module docstring). Saving a primal
+    input costs nothing unless it is in ``written``."""
     if not needed:
         return set()
     producer = {n.out: n for n in fwd_nodes}
@@ -107,8 +114,8 @@ def min_cut(primals, fwd_nodes, needed):
     dist, banned = _distances(order, producer, set(needed))
     # capacities: bytes first; among equal bytes, fewer recomputed ops (dist breaks ties)
     scale = sum(dist.values()) + len(order) + 1
-    weight = {v: _nbytes(v) * scale + dist[v] + 1 for v in order if v in producer}
-    weight.update((v, 0) for v in primals if v in region)      # alive anyway
+    free = set(primals) - set(written)          # alive anyway
+    weight = {v: 0 if v in free else _nbytes(v) * scale + dist[v] + 1 for v in order}
     fixed = set(primals) | banned
     while True:
         saved = _cut(order, producer, weight, fixed, needed)

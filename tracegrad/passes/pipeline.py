@@ -52,8 +52,9 @@ def forward_only(graph, dump=None, check=None):
     return schedule(optimize(graph, dump, check), "forward", dump, check)
 
 
-def forward_backward(graph, wrt, seeds, dump=None, check=None):
-    """``(forward, backward, joint, grad_index)``: see ``autodiff`` and ``partition``."""
+def forward_backward(graph, wrt, seeds, dump=None, check=None, written=()):
+    """``(forward, backward, joint, grad_index)``: see ``autodiff`` and ``partition``;
+    ``written``: positions of inputs the forward writes in place (saving them costs)."""
     check = VERIFY if check is None else check
     # reverse mode with the primitives' VJP rules
     joint, grad_index = autodiff(graph, wrt, seeds)
@@ -63,7 +64,7 @@ def forward_backward(graph, wrt, seeds, dump=None, check=None):
         dump("autodiff", joint)
     joint = optimize(joint, dump, check)
     # a forward that returns what the backward needs, and that backward
-    forward, backward, _ = partition(joint, len(graph.inputs), len(graph.outputs))
+    forward, backward, _ = partition(joint, len(graph.inputs), len(graph.outputs), written)
     if check:
         verify(forward)
         verify(backward)
