@@ -138,8 +138,8 @@ class CompiledFunction:
         label = f"{self._label}_v{len(self._variants)}".replace(".", "_").replace("<", "") \
             .replace(">", "")
         v = build(traced, label, _gm.grad_enabled and not _gm.inference,
-                  dump_ir=_ir_dumper(label), profile_name=self._label, title=f"{self._label}{_where(self._target)}, "
-                                                   f"variant {len(self._variants)}")
+                  dump_ir=_ir_dumper(label), profile_name=self._label,
+                  title=f"{self._label}{_where(self._target)}, variant {len(self._variants)}")
         v.signature, v.paths = key, [self._readable(p) for p in paths]
         v.sources = [_source_of(t, self._module, self._target) for t in traced.captured]
         v.captured = list(traced.captured)
@@ -236,8 +236,8 @@ class CompiledFunction:
                 nbytes = sum(entry[2] for entry in saved)
                 extra = sum(entry[2] for entry in saved if not entry[3])
                 lines.append(f"    saves {v.n_residuals} value(s) for backward ({nbytes} bytes, "
-                             f"{extra} beyond the inputs), named as in the backward's IR"
-                             f"{':' if saved else ''}")
+                             f"{extra} beyond the inputs)"
+                             + (", named as in the backward's IR:" if saved else ""))
                 for name, type_, size, is_input in saved:
                     lines.append(f"      {name}: {type_}, {size} bytes"
                                  + (" (an input)" if is_input else ""))

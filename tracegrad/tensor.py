@@ -299,8 +299,7 @@ class Tensor:
         if fn is not None:
             return fn, self._output_nr
         if self._requires_grad:
-            acc = self._grad_acc() if self._grad_acc is not None else None
-            return (acc if acc is not None else grad_accumulator(self)), 0
+            return grad_accumulator(self), 0
         return None, 0
 
     # conversions --------------------------------------------------------------

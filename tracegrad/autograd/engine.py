@@ -6,42 +6,37 @@ that order is topological: every node runs after all its gradients have
 arrived (PyTorch's engine also runs newest-first on one device). Before a node
 runs: its tensors' hooks, ``retain_grad``, and its pre-hooks; after it: its
 post-hooks, anomaly checks, and, without ``retain_graph``, freeing of its
-saved tensors.
-"""
-import sys
+saved tensors. A leaf's gradient lands in ``.grad`` through ``accumulate``.
 
+The per-call cost matters for small steps (a compiled function's call is a few
+dozen microseconds), so the common cases take short paths: a node with no hooks
+is applied directly, and a graph of one node over leaves (a compiled function's
+result, one op on parameters) runs without finding and ordering the graph.
+"""
 import numpy as np
 
 from .. import _hooks
 from . import grad_mode
+from .accumulate import accumulate_grad, accumulate_nonleaf, tensor_type
 from .anomaly_mode import _Anomaly, report
 from .graph import AccumulateGrad
 
 _gm = grad_mode._state
-Tensor = None       # tracegrad.tensor.Tensor, set on first use (tensor imports this package)
 # The profiler's wrapper around ``_run_node`` while it records, else None. Checked once per
 # backward call: when set, every node takes the general path so that it can be timed.
 node_hook = None
 
 
-def _tensor_type():
-    global Tensor
-    if Tensor is None:
-        from ..tensor import Tensor as T
-        Tensor = T
-    return Tensor
-
-
 def _as_tuple(x):
     if x is None:
         return ()
-    if isinstance(x, Tensor or _tensor_type()):
+    if isinstance(x, tensor_type()):
         return (x,)
     return tuple(x)
 
 
 def _make_root_grads(outputs, grad_outputs):
-    Tensor = _tensor_type()
+    Tensor = tensor_type()
     grads = []
     for i, (out, g) in enumerate(zip(outputs, grad_outputs)):
         if g is None:
@@ -102,7 +97,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     if allow_unused is None:
         allow_unused = materialize_grads
     if materialize_grads and not allow_unused:
-        raise ValueError("Expected allow_unused to be True or not passed when materialize_grads=True")
+        raise ValueError("Expected allow_unused to be True or not passed when "
+                         "materialize_grads=True")
     grads = _as_tuple(grad_outputs) if grad_outputs is not None else (None,) * len(outputs)
     if len(grads) != len(outputs):
         raise RuntimeError(f"grad_outputs must have the same length as outputs: got "
@@ -119,9 +115,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     for t, g in zip(inputs, result):
         if g is None:
             if not allow_unused:
-                raise RuntimeError("One of the differentiated Tensors appears to not have been used "
-                                   "in the graph. Set allow_unused=True if this is the desired "
-                                   "behavior.")
+                raise RuntimeError("One of the differentiated Tensors appears to not have been "
+                                   "used in the graph. Set allow_unused=True if this is the "
+                                   "desired behavior.")
             if materialize_grads:
                 from ..creation import zeros_like
                 g = zeros_like(t)
@@ -197,86 +193,6 @@ def _check_hook_result(fn, old, new):
     return new
 
 
-def _accumulate(var, grads, create_graph):
-    """Add ``grads[0]`` into ``var.grad`` as PyTorch's AccumulateGrad does, then run the post
-    hooks. Without ``create_graph`` an existing ``.grad`` is updated in place (same tensor, same
-    buffer), and a first gradient that nothing else holds becomes ``.grad`` without a copy;
-    with it, ``.grad`` is a new tensor that is part of the graph. ``grads`` is the engine's
-    buffer for the node: the slot is cleared so that the buffer's reference does not count."""
-    g = grads[0]
-    grads[0] = None
-    old = var._grad
-    if old is None:
-        if create_graph:
-            from ..ops import clone
-            var._grad = clone(g)    # a new tensor (PyTorch's CopyBackwards), never an alias of g
-        else:
-            new = _steal(g) if _hooks.tracer is None else None
-            var._grad = _copy_of(g) if new is None else new
-    elif create_graph or not _add_in_place(old._data, g._data):
-        var._grad = old + g
-    else:
-        old._vc.value += 1
-    g = None
-    if var._post_acc_hooks:
-        for fn in list(var._post_acc_hooks.values()):
-            fn(var)
-
-
-def _copy_of(g):
-    t = g.detach()
-    t._data = g._data.copy()    # never alias a gradient another leaf may receive
-    return t
-
-
-def _add_in_place(old, new):
-    """``old += new`` (PyTorch's ``variable_grad += new_grad``) when ``old`` can take it as it
-    is: writable, the same shape, a dtype ``new`` casts to; else False, and nothing done."""
-    if old.shape != new.shape:
-        return False
-    if type(old) is np.ndarray:
-        if not old.flags.writeable or not np.can_cast(new.dtype, old.dtype, "same_kind"):
-            return False
-        np.add(old, new, out=old)
-        return True
-    if old.dtype != new.dtype:
-        return False
-    old += new          # a CuPy array
-    return True
-
-
-def _refs_of_a_local():
-    """What ``sys.getrefcount`` says for an object that one local variable holds, on this
-    interpreter (CPython may or may not count the argument of the call)."""
-    probe = object()
-    return sys.getrefcount(probe)
-
-
-_SOLE = _refs_of_a_local()
-
-
-def _steal(g):
-    """A new tensor over ``g``'s array when nothing but the caller holds ``g``, nothing but
-    ``g`` holds the array (no other tensor, no view of it), and the array is a plain owner of
-    contiguous, writable memory (or a reshape of one that nothing else holds); else None.
-    PyTorch's AccumulateGrad checks the same through the gradient's use count."""
-    # Each object below is expected to be held twice: g by the caller's local and this
-    # parameter, the array by g and a local here, a view's base by the view and a local here.
-    if sys.getrefcount(g) > _SOLE + 1 or g._base is not None or g._requires_grad:
-        return None
-    data = g._data
-    if (type(data) is not np.ndarray or sys.getrefcount(data) > _SOLE + 1
-            or not data.flags.c_contiguous or not data.flags.writeable):
-        return None
-    base = data.base    # a view: taken when it is the whole of an array nothing else holds
-    if base is not None and (type(base) is not np.ndarray or base.base is not None
-                             or sys.getrefcount(base) > _SOLE + 1 or base.size != data.size):
-        return None
-    t = _tensor_type()._make(data)
-    t._is_inference = g._is_inference
-    return t
-
-
 def _check_nan(node, grads):
     for i, g in enumerate(grads):
         if g is not None and g.dtype.is_floating_point and bool(g.isnan().any()):
@@ -311,6 +227,7 @@ def run(outputs, root_grads, retain_graph, create_graph, inputs, accumulate):
 
     # Without the profiler or anomaly mode, a node with no hooks takes a short path: a plain
     # node is applied, a leaf's AccumulateGrad only captures and accumulates.
+    selective = inputs is not None
     prev_mode = _gm.grad_enabled
     _gm.grad_enabled = create_graph
     try:
@@ -320,9 +237,8 @@ def run(outputs, root_grads, retain_graph, create_graph, inputs, accumulate):
                 continue        # no gradient reached this node
             if not (plain and node._tensor_pre_hooks is None and node._pre_hooks is None
                     and node._retain_grad is None and node._post_hooks is None):
-                _send(node, (node_hook or _run_node)(
-                    node, grads, captures.get(node), captured, inputs, needed, accumulate,
-                    retain_graph, create_graph), buffers)
+                out = (node_hook or _run_node)(node, grads, captures.get(node), captured, inputs,
+                                               needed, accumulate, retain_graph, create_graph)
             elif type(node) is AccumulateGrad:
                 if node.variable._backward_hooks:
                     _run_node(node, grads, captures.get(node), captured, inputs, needed,
@@ -333,19 +249,32 @@ def run(outputs, root_grads, retain_graph, create_graph, inputs, accumulate):
                     for k in cap[0]:
                         captured[k] = grads[0]
                 if accumulate and (inputs is None or cap is not None) and grads[0] is not None:
-                    _accumulate(node.variable, grads, create_graph)
-            elif node in captures or needed is not None and node not in needed:
-                _send(node, _run_node(node, grads, captures.get(node), captured, inputs, needed,
-                                      accumulate, retain_graph, create_graph), buffers)
+                    accumulate_grad(node.variable, grads, create_graph)
+                continue
+            elif selective and (node in captures or node not in needed):
+                out = _run_node(node, grads, captures.get(node), captured, inputs, needed,
+                                accumulate, retain_graph, create_graph)
             else:
                 if node._materialize:
                     for g in grads:
                         if g is None:
                             grads = _materialize(node, grads)
                             break
-                _send(node, node.apply(grads), buffers)
+                out = node.apply(grads)
                 if not retain_graph:
                     node.release()
+            for (nxt, nr), g in zip(node.next_functions, out):
+                if g is None or nxt is None:
+                    continue
+                buf = buffers.get(nxt)
+                if buf is None:
+                    buf = buffers[nxt] = [None] * len(nxt._out_meta)
+                    buf[nr] = g
+                elif buf[nr] is None:
+                    buf[nr] = g
+                else:
+                    buf[nr] = buf[nr] + g
+            out = g = None      # accumulate_grad counts references: hold no gradient here
     finally:
         _gm.grad_enabled = prev_mode
     return captured
@@ -396,7 +325,7 @@ def _run_one_node(out, root_grads, retain_graph, create_graph, inputs, accumulat
             if g is not None and nxt is not None:
                 before = sums.get(nxt)
                 sums[nxt] = g if before is None else before + g
-        res = g = before = None     # what _accumulate finds must be held by sums alone
+        res = g = before = None     # accumulate_grad counts references: sums alone holds them
         if targets is not None:
             captured = [None if acc is None else sums.get(acc) for acc in targets]
         if accumulate:
@@ -405,26 +334,10 @@ def _run_one_node(out, root_grads, retain_graph, create_graph, inputs, accumulat
                     if acc not in targets:
                         del sums[acc]
             for acc in sorted(sums, key=_seq_of, reverse=True) if len(sums) > 1 else list(sums):
-                _accumulate(acc.variable, [sums.pop(acc)], create_graph)
+                accumulate_grad(acc.variable, [sums.pop(acc)], create_graph)
     finally:
         _gm.grad_enabled = prev_mode
     return captured if targets is not None else []
-
-
-def _send(node, out, buffers):
-    """Add a node's results into the buffers of its next nodes. (A function of its own, so that
-    no local of ``run`` keeps a gradient alive: ``_accumulate`` counts references.)"""
-    for (nxt, nr), g in zip(node.next_functions, out):
-        if g is None or nxt is None:
-            continue
-        buf = buffers.get(nxt)
-        if buf is None:
-            buf = buffers[nxt] = [None] * len(nxt._out_meta)
-            buf[nr] = g
-        elif buf[nr] is None:
-            buf[nr] = g
-        else:
-            buf[nr] = buf[nr] + g
 
 
 def _seq_of(node):
@@ -448,26 +361,17 @@ def _run_node(node, grads, cap, captured, inputs, needed, accumulate, retain_gra
                 captured[k] = grads[nr]
     if type(node) is AccumulateGrad:
         if accumulate and (inputs is None or cap is not None) and grads[0] is not None:
-            _accumulate(node.variable, grads, create_graph)
+            accumulate_grad(node.variable, grads, create_graph)
         return nothing
     if accumulate and cap is not None:      # backward(inputs=[non_leaf]) fills its .grad
         for nr, ks in cap.items():
-            _accumulate_nonleaf(inputs[ks[0]], grads[nr], create_graph)
+            accumulate_nonleaf(inputs[ks[0]], grads[nr], create_graph)
     if needed is not None and node not in needed:
         return [None] * len(node.next_functions)
     out = _apply(node, grads)
     if not retain_graph:
         node.release()
     return out
-
-
-def _accumulate_nonleaf(t, g, create_graph):
-    if g is None:
-        return
-    if t._grad is None:
-        t._grad = g if create_graph else g.detach()
-    else:
-        t._grad = t._grad + g
 
 
 def _materialize(node, grads):

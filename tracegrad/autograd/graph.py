@@ -132,7 +132,8 @@ class AccumulateGrad(Node):
     __slots__ = ("variable",)
 
     def __init__(self, variable):
-        super().__init__((), ((variable.shape, variable._data.dtype, None),))
+        data = variable._data
+        Node.__init__(self, (), ((data.shape, data.dtype, None),))
         self.variable = variable
 
     def apply(self, grads):
