@@ -245,6 +245,14 @@ class CompiledFunction:
                     more = f", ... ({len(recomputed) - 20} more)" if len(recomputed) > 20 else ""
                     lines.append(f"    backward recomputes {len(recomputed)} value(s) from "
                                  "them: " + ", ".join(recomputed[:20]) + more)
+            groups = [g for graph in (v.forward_graph, v.backward_graph) if graph is not None
+                      for g in graph.groups]
+            if groups:
+                kept = sum(fn.__globals__[f"_{fn.__name__}_workspace"].nbytes()
+                           for fn in (v.forward, v.backward)
+                           if fn is not None and f"_{fn.__name__}_workspace" in fn.__globals__)
+                lines.append(f"    {len(groups)} fused group(s) of {sum(len(g.nodes) for g in groups)}"
+                             f" ops; {kept} bytes of buffers kept between calls")
         for r in s["retrace_reasons"]:
             lines.append(f"  retraced because {r}")
         if self._eager:
@@ -300,13 +308,6 @@ def _tensor_metas(sig):
 def _fmt_meta(m):
     _, shape, dtype, kind, rg = m
     return f"{dtype.name}{list(shape)}" + (" requires_grad" if rg else "")
-
-
-def _numel(shape):
-    n = 1
-    for s in shape:
-        n *= s
-    return n
 
 
 # the fields of a tensor's signature entry ("T", shape, dtype, array type, requires_grad)

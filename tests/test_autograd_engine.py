@@ -1,5 +1,4 @@
 """The backward engine: graph structure, node names, saved values, backward/grad options."""
-import math
 import warnings
 
 import numpy as np

@@ -317,3 +317,11 @@ def test_workspace_buffers_are_kept_and_never_shared_by_two_calls_at_once():
     ws.give(first)
     assert ws.take() is first           # given back: reused, no new memory
     assert ws.nbytes() == 2 * 8 * 4 + 3 * 8
+
+
+def test_explain_counts_groups_and_kept_buffers():
+    c = tg.compile(mlp)
+    c(tg.randn(4, 3), tg.randn(3, 2, requires_grad=True)).backward()
+    line = next(ln for ln in c.explain().splitlines() if "fused group(s)" in ln)
+    groups = len(c.graph_ir[0][1].groups) + len(c.graph_ir[1][1].groups)
+    assert line.strip().startswith(f"{groups} fused group(s)") and "bytes of buffers" in line

@@ -28,7 +28,7 @@ import math
 
 import numpy as np
 
-from ..ir import Graph, Group, Value
+from ..ir import Graph, Group
 
 # reductions a pass can compute in chunks, and how partial results over chunks combine
 COMBINE = {"sum": "sum", "amax": "max", "amin": "min", "prod": "prod"}

@@ -18,7 +18,7 @@ Before (no plan)::                        After (``plan``)::
       fused2 ... (c) -> (d) {
       ...
 """
-from ..ir import Graph, Value
+from ..ir import Graph
 from .fuse import spans_rows
 
 
