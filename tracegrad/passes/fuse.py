@@ -30,8 +30,8 @@ import numpy as np
 
 from ..ir import Graph, Group
 
-# reductions a pass can compute in chunks, and how partial results over chunks combine
-COMBINE = {"sum": "sum", "amax": "max", "amin": "min", "prod": "prod"}
+# reductions a pass can compute in parts (one per chunk of rows) and combine afterwards
+CHUNKABLE = frozenset({"sum", "amax", "amin", "prod"})
 
 
 class Draft:
@@ -82,7 +82,7 @@ def fusable(node):
     prim = node.prim
     if prim.kind == "elementwise":
         return node.out.aval.dtype is not None and node.params.get("device") is None
-    return (node.op in COMBINE and node.params.get("dtype") is None
+    return (node.op in CHUNKABLE and node.params.get("dtype") is None
             and node.inputs[0].ndim >= 1)
 
 
