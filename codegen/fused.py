@@ -56,7 +56,6 @@ _UNARY = {ast.USub: "negative", ast.UAdd: "positive", ast.Invert: "invert",
           ast.Not: "logical_not"}
 _COMPARE = {ast.Eq: "equal", ast.NotEq: "not_equal", ast.Lt: "less", ast.LtE: "less_equal",
             ast.Gt: "greater", ast.GtE: "greater_equal"}
-_REDUCE = {"sum": "np.sum", "amax": "np.max", "amin": "np.min", "prod": "np.prod"}
 
 
 class NotLowerable(Exception):
@@ -171,8 +170,8 @@ def _probe(ufunc, parts):
 class Kernel:
     """What the calling function needs to know about an emitted kernel."""
 
-    def __init__(self, name, group, params, outputs, partials, scratch, chunks):
-        self.name, self.group, self.params = name, group, params
+    def __init__(self, name, group, outputs, partials, scratch, chunks):
+        self.name, self.group = name, group
         self.outputs = outputs          # loop values written into arrays the caller passes
         self.partials = partials        # values it returns: reductions over every row
         self.scratch = scratch          # [(name, shape, dtype)]; one set per thread
@@ -217,7 +216,7 @@ def emit_kernel(em, group, name, label, namer, site_comment):
     body, prev_site = [], None
     for i, n in enumerate(loop):
         if n.out in partials:
-            stmts = [f"{namer(n.out)} = {_reduce(em, n, namer)})"]
+            stmts = [f"{namer(n.out)} = {_source(em, n, namer)}"]
         else:
             want = (shape_in(n.out), n.out.dtype.np)
             target = namer(n.out) if n.out in outputs else None
@@ -244,40 +243,37 @@ def emit_kernel(em, group, name, label, namer, site_comment):
     where = f"in chunks of {chunks[0]} rows on {chunks[1]} thread(s)" if chunks else "at once"
     doc = f"{label}: {ops}; one pass over [{','.join(map(str, group.domain))}], {where}."
     src = py.function(name, params, body, doc)
-    return src, Kernel(name, group, params, outputs, partials, scratch.specs, chunks)
+    return src, Kernel(name, group, outputs, partials, scratch.specs, chunks)
 
 
-def _reduce(em, n, namer):
-    return (f"{_REDUCE[n.op]}({namer(n.inputs[0])}, axis={em.param(n.params['dims'])}, "
-            f"keepdims={n.params['keepdim']!r}")
+def _source(em, n, namer):
+    return em.expression(n, lambda v: namer(v) if type(v) is Value else em.scalar(v))
 
 
 def _compute(em, n, namer, arrays, want, target, scratch):
     """``(statements, buffer)`` computing loop node ``n`` into ``target`` (an array the
     caller passed) or, when None, into a scratch buffer; ``buffer`` is the scratch buffer
     the value lives in, None when it has none, or "alias" when it is its input's array."""
-    out = namer(n.out)
-    buf = target or scratch.take(*want)
-    if n.prim.kind == "reduction":
-        call = f"{_reduce(em, n, namer)}, out={buf})"
+    out, src = namer(n.out), _source(em, n, namer)
+    if n.prim.kind == "reduction":      # its template is one NumPy call: give it out=
+        buf = target or scratch.take(*want)
+        call = f"{src[:-1]}, out={buf})"
         return [call if target else f"{out} = {call}"], None if target else buf
-    src = em.expression(n, lambda v: namer(v) if type(v) is Value else em.scalar(v))
     cast = em.needs_cast(n, src, {namer(v): v.aval for v in n.values()})
     if not cast and src in arrays and not target:   # an identity: the input's array
-        scratch.give(buf)
         return [f"{out} = {src}"], "alias"
     if not cast:
+        buf = target or scratch.take(*want)
         try:
             stmts = lower(src, arrays, buf, want, scratch)
         except NotLowerable:
-            pass
+            if not target:
+                scratch.give(buf)
         else:
             if target:
                 return stmts, None
             stmts[-1] = f"{out} = {stmts[-1]}"
             return stmts, buf
-    if not target:
-        scratch.give(buf)
     if cast:
         src = f"({src}).astype({em.scalar(n.out.aval.dtype)})"
     return [f"np.copyto({out}, {src}, casting='unsafe')" if target else f"{out} = {src}"], None

@@ -166,7 +166,7 @@ def emit_function(em, graph, fname, namer, guards=(), doc=None):
     A fused group becomes a kernel function (added to ``em.kernels``) and a call."""
     returned = graph.outputs
     params = [namer(v) for v in graph.inputs]
-    units = _units(graph)
+    units = graph.units()
     last_use = {}
     for i, (_, nodes) in enumerate(units):
         for n in nodes:
@@ -182,6 +182,7 @@ def emit_function(em, graph, fname, namer, guards=(), doc=None):
     if ws:
         body.append((None, py.stmt(f"{ws} = _{fname}_workspace.take()")))
     kernels = {}
+    slot_of = graph.plan.slot_of if graph.plan else None
     for v in graph.inputs:
         _check_guards(body, namer, guard_at.get(v, ()))
     for i, (group, nodes) in enumerate(units):
@@ -191,7 +192,6 @@ def emit_function(em, graph, fname, namer, guards=(), doc=None):
                                             namer, site_comment)
             em.kernels.append(src)
             kernels[kernel.name] = fused.workspace_spec(kernel)
-            slot_of = graph.plan.slot_of if graph.plan else None
             for comment, stmt in fused.emit_call(em, kernel, namer, ws, f"fused{k}", slot_of):
                 body.append((comment, py.stmt(stmt)))
             prev_site = None
@@ -214,23 +214,6 @@ def emit_function(em, graph, fname, namer, guards=(), doc=None):
     body.append((None, py.return_([namer(v) for v in returned]) if returned
                  else py.stmt("return ()")))
     return py.function(fname, params, body, doc)
-
-
-def _units(graph):
-    """``[(group or None, nodes)]``: each group as one unit, each other node alone."""
-    first = {g.nodes[0]: g for g in graph.groups}
-    units, skip = [], 0
-    for n in graph.nodes:
-        if skip:
-            skip -= 1
-            continue
-        g = first.get(n)
-        if g is not None:
-            units.append((g, g.nodes))
-            skip = len(g.nodes) - 1
-        else:
-            units.append((None, (n,)))
-    return units
 
 
 def _emit_node(em, n, namer, body, prev_site):

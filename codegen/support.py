@@ -77,9 +77,9 @@ def run_chunks(kernel, args, scratch, *, rows, step, sliced, trim, combine):
     ``args`` are the kernel's inputs and output arrays; those marked in ``sliced`` are
     passed as the chunk's rows, the rest whole. ``scratch`` holds one list of buffers per
     thread (chunks are dealt round-robin, thread 0 being the caller); those marked in
-    ``trim`` are cut to the rows of a short last chunk. The kernel's results, partial reductions over each
-    chunk's rows, are combined by ``combine`` (per result: "sum", "amax", ...) in chunk
-    order, so the result does not depend on the number of threads.
+    ``trim`` are cut to the rows of a short last chunk. The kernel's results, partial
+    reductions over each chunk's rows, are combined by ``combine`` (per result: "sum",
+    "amax", ...) in chunk order, so the result does not depend on the number of threads.
     """
     starts = range(0, rows, step)
     partials = [None] * len(starts)

@@ -248,11 +248,9 @@ class CompiledFunction:
             groups = [g for graph in (v.forward_graph, v.backward_graph) if graph is not None
                       for g in graph.groups]
             if groups:
-                kept = sum(fn.__globals__[f"_{fn.__name__}_workspace"].nbytes()
-                           for fn in (v.forward, v.backward)
-                           if fn is not None and f"_{fn.__name__}_workspace" in fn.__globals__)
-                lines.append(f"    {len(groups)} fused group(s) of {sum(len(g.nodes) for g in groups)}"
-                             f" ops; {kept} bytes of buffers kept between calls")
+                ops = sum(len(g.nodes) for g in groups)
+                lines.append(f"    {len(groups)} fused group(s) of {ops} ops; "
+                             f"{v.workspace_bytes} bytes of buffers kept between calls")
         for r in s["retrace_reasons"]:
             lines.append(f"  retraced because {r}")
         if self._eager:

@@ -9,7 +9,7 @@ when gradients are needed.
 import numpy as np
 
 from tracegrad.codegen import numpy as npgen
-from tracegrad.codegen.support import GuardFailure
+from tracegrad.codegen.support import GuardFailure, Workspace
 from tracegrad.codegen import python as py
 from tracegrad.codegen.names import CodeNamer
 from tracegrad.ir import Graph, print_graph
@@ -184,6 +184,7 @@ def _generate(v, traced, label, title):
                        + ["\n\n\n".join(functions)]) + "\n"
     ns, filename = py.load(source, label, em.env)
     v.code = source
+    v.workspace_bytes = sum(Workspace(*spec).nbytes() for spec in em.workspaces.values())
     v.filename = filename
     v.forward = ns["forward"]
     v.backward = ns.get("backward")

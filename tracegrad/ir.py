@@ -98,6 +98,18 @@ class Graph:
         """Value -> the node that defines it."""
         return {n.out: n for n in self.nodes}
 
+    def units(self):
+        """``[(group or None, nodes)]`` in order: each fused group as one unit, every other
+        node as a unit of its own (how codegen and memplan walk a fused graph)."""
+        first = {g.nodes[0]: g for g in self.groups}
+        units, i = [], 0
+        while i < len(self.nodes):
+            g = first.get(self.nodes[i])
+            nodes = g.nodes if g else (self.nodes[i],)
+            units.append((g, nodes))
+            i += len(nodes)
+        return units
+
     def users(self):
         """Value -> nodes that read it (in order)."""
         out = {}

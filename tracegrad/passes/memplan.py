@@ -47,16 +47,9 @@ def written(group):
 
 
 def memplan(graph):
-    unit_of, units = {}, []             # node -> index of its unit (a group or one node)
-    first = {g.nodes[0]: g for g in graph.groups}
-    i = 0
-    while i < len(graph.nodes):
-        g = first.get(graph.nodes[i])
-        nodes = g.nodes if g else (graph.nodes[i],)
-        for n in nodes:
-            unit_of[n] = len(units)
-        units.append(g)
-        i += len(nodes)
+    walk = graph.units()
+    units = [g for g, _ in walk]
+    unit_of = {n: u for u, (_, nodes) in enumerate(walk) for n in nodes}
     roots = {}                          # value -> the values whose memory it may share
     for n in graph.nodes:
         if units[unit_of[n]] is None and may_alias(n):
