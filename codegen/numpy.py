@@ -109,8 +109,9 @@ class Emitter:
         if op == "random":
             return self.random(params)
         template = prim.np_template
+        named = dict(zip(prim.args, args))
         if callable(template):      # a template that chooses its source by the params
-            return template(*args, **params)
+            return template(**named, **params)
         if template is not None:
             kw = {k: self.param(v, for_template=True) for k, v in params.items()}
             if op == "index":
@@ -118,7 +119,7 @@ class Emitter:
             if op == "cat":
                 kw["args"] = ", ".join(args)
             try:
-                return template.format(*args, **kw)
+                return template.format(*args, **named, **kw)
             except (KeyError, IndexError):
                 pass
         kw = "".join(f", {k}={self.param(v)}" for k, v in params.items())

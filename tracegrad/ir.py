@@ -196,7 +196,8 @@ def _passthrough(xp, a):
 
 stop_gradient = Primitive(
     "stop_gradient", _passthrough, args=("self",),
-    dtype=lambda a: a.dtype, shape=lambda s: s, kind="elementwise", np="{0}", cuda="{0}")
+    dtype=lambda a: a.dtype, shape=lambda s: s, kind="elementwise", np="{self}",
+    c="{self}")
 
 
 # the canonical printer ------------------------------------------------------------------

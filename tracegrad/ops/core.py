@@ -7,7 +7,16 @@ A primitive is declared once, in one block, with everything both faces need:
         dtype=promote, shape=broadcast,
         vjp=(lambda g, a, b, out: g * b,      # d/d self
              lambda g, a, b, out: g * a),     # d/d other
-        saves=("self", "other"), np="np.multiply({0}, {1})", cuda="({0} * {1})")
+        saves=("self", "other"), np="{self} * {other}",
+        np_out="np.multiply({self}, {other}, out={out})", c="{self} * {other}")
+
+Templates are format strings whose slots are the primitive's ``args`` and params:
+``np`` is a NumPy expression (a statement of the generated driver), ``np_out`` the
+same computed into the array ``{out}`` by ufunc calls (a fused kernel's form; a
+tuple of calls when it takes several, and then ``{out}`` is never one of the
+operands), ``c`` one C expression shared by the C and CUDA renderers (``cuda``
+overrides it where CUDA differs). A reduction declares its ``Combiner`` once
+(``reduce=``): how parts combine, from what identity, in what accumulator dtype.
 
 ``bind(prim, *args, **params)`` runs it eagerly: the implementation on the
 arrays, the dtype rule for PyTorch's result type, and, when grad mode is on
@@ -56,11 +65,30 @@ class Aval:
         return hash((self.shape, self.dtype))
 
 
+class Combiner:
+    """How a reduction's partial results combine, declared once on its primitive.
+
+    ``ufunc``: the NumPy ufunc that combines two parts (its ``reduce`` combines many);
+    ``c``: the same as a C expression over ``{acc}`` and ``{x}``; ``identity(dtype)``: the
+    value an accumulator starts from; ``widen``: float32 parts accumulate in float64 (so a
+    sum of 10M float32 values stays within 1e-6 of NumPy's pairwise sum).
+    """
+    __slots__ = ("ufunc", "c", "identity", "widen")
+
+    def __init__(self, ufunc, c, identity, widen):
+        self.ufunc, self.c, self.identity, self.widen = ufunc, c, identity, widen
+
+    def acc_dtype(self, dtype):
+        """The dtype a kernel accumulates a ``dtype`` result in."""
+        return dtypes.float64 if self.widen and dtype is dtypes.float32 else dtype
+
+
 class Primitive:
     """One entry of the primitive table (see the module docstring)."""
 
     def __init__(self, name, impl, *, dtype, shape, args=("self",), vjp=None, saves=(),
-                 node=None, np=None, cuda=None, view=False, inplace=None, kind="other"):
+                 node=None, np=None, np_out=None, c=None, cuda=None, operands=None,
+                 reduce=None, view=False, inplace=None, kind="other"):
         self.name = name
         self.impl = impl
         self.dtype = dtype              # dtype(*operands, **params) -> dtype
@@ -73,8 +101,14 @@ class Primitive:
         rest = [args.index(s) for s in saves if s[0] == "*"]
         self._save_rest = rest[0] if rest else None   # a variadic tail that is saved whole
         self.saves_result = "result" in saves
-        self.np_template = np           # elementwise: NumPy expression over {0}, {1}, ...
-        self.cuda_template = cuda       # elementwise: CUDA C expression over {0}, {1}, ...
+        self.np_template = np           # NumPy expression over the named slots
+        self.np_out = np_out            # kernels: ufunc call(s) writing into {out}
+        self.c_template = c             # elementwise: one C expression (C and CUDA)
+        self.cuda_template = cuda or c  # elementwise: CUDA C, where it differs from C
+        # operands(out_dtype, *operand dtypes) -> the dtype each operand is computed in
+        # (kernels cast to it first); by default every operand takes the result's dtype
+        self.operands = operands
+        self.reduce = reduce            # reductions: their Combiner
         self.view = view                # output may share storage with args[0]
         self.inplace_impl = inplace     # impl writing into args[0], for no-grad in-place ops
         self.kind = kind                # "elementwise", "reduction", "shape", "other"

@@ -16,11 +16,15 @@ from .rules import broadcast, float_promote, promote, same_shape, to_bool
 _SQRT_PI_2 = 2.0 / math.sqrt(math.pi)
 
 
-def unary_float(name, impl, vjp, np_t, cuda_t, saves=("self",), node=None):
-    """An elementwise math primitive: ints and bools compute in the default float dtype."""
+def unary_float(name, impl, vjp, np_t, c, saves=("self",), node=None, np_out=None, cuda=None):
+    """An elementwise math primitive: ints and bools compute in the default float dtype.
+    ``np_t`` names the NumPy ufunc (``"exp"``) or is an expression over ``{self}``."""
+    if np_t.isidentifier():
+        np_out = np_out or f"np.{np_t}({{self}}, out={{out}})"
+        np_t = f"np.{np_t}({{self}})"
     return Primitive(name, lambda xp, x: impl(xp, _as_float(x)), dtype=float_promote,
-                     shape=same_shape, vjp=(vjp,), saves=saves, np=np_t, cuda=cuda_t,
-                     kind="elementwise", node=node)
+                     shape=same_shape, vjp=(vjp,), saves=saves, np=np_t, np_out=np_out, c=c,
+                     cuda=cuda, kind="elementwise", node=node)
 
 
 def _as_float(x):
@@ -30,32 +34,39 @@ def _as_float(x):
     return x if x.dtype.kind == "f" else x.astype(dtypes.get_default_dtype().np)
 
 
+# C expressions call the type-generic math of <tgmath.h> (expf for a float, exp for a double).
 exp_p = unary_float("exp", lambda xp, x: xp.exp(x),
-                    lambda g, x, out: g * out, "np.exp({0})", "exp({0})", saves=("result",))
+                    lambda g, x, out: g * out, "exp", "exp({self})", saves=("result",))
 log_p = unary_float("log", lambda xp, x: xp.log(x),
-                    lambda g, x, out: g / x, "np.log({0})", "log({0})")
+                    lambda g, x, out: g / x, "log", "log({self})")
 log1p_p = unary_float("log1p", lambda xp, x: xp.log1p(x),
-                      lambda g, x, out: g / (x + 1), "np.log1p({0})", "log1p({0})")
+                      lambda g, x, out: g / (x + 1), "log1p", "log1p({self})")
 expm1_p = unary_float("expm1", lambda xp, x: xp.expm1(x),
-                      lambda g, x, out: g * (out + 1), "np.expm1({0})", "expm1({0})",
+                      lambda g, x, out: g * (out + 1), "expm1", "expm1({self})",
                       saves=("result",))
 sqrt_p = unary_float("sqrt", lambda xp, x: xp.sqrt(x),
-                     lambda g, x, out: g / (out * 2), "np.sqrt({0})", "sqrt({0})",
-                     saves=("result",))
+                     lambda g, x, out: g / (out * 2), "sqrt", "sqrt({self})", saves=("result",))
 rsqrt_p = unary_float("rsqrt", lambda xp, x: 1 / xp.sqrt(x),
-                      lambda g, x, out: g * (out * out * out) * -0.5, "1 / np.sqrt({0})",
-                      "rsqrt({0})", saves=("result",))
+                      lambda g, x, out: g * (out * out * out) * -0.5, "1 / np.sqrt({self})",
+                      "1 / sqrt({self})", saves=("result",),
+                      np_out=("np.sqrt({self}, out={out})", "np.divide(1, {out}, out={out})"),
+                      cuda="rsqrt({self})")
 sin_p = unary_float("sin", lambda xp, x: xp.sin(x),
-                    lambda g, x, out: g * cos(x), "np.sin({0})", "sin({0})")
+                    lambda g, x, out: g * cos(x), "sin", "sin({self})")
 cos_p = unary_float("cos", lambda xp, x: xp.cos(x),
-                    lambda g, x, out: g * -sin(x), "np.cos({0})", "cos({0})")
+                    lambda g, x, out: g * -sin(x), "cos", "cos({self})")
 tanh_p = unary_float("tanh", lambda xp, x: xp.tanh(x),
-                     lambda g, x, out: bind(tanh_backward_p, g, out), "np.tanh({0})",
-                     "tanh({0})", saves=("result",))
+                     lambda g, x, out: bind(tanh_backward_p, g, out), "tanh", "tanh({self})",
+                     saves=("result",))
+# exp(-logaddexp(0, -x)) and the two-sided C form never overflow
 sigmoid_p = unary_float(
     "sigmoid", lambda xp, x: _sigmoid(xp, x),
     lambda g, x, out: bind(sigmoid_backward_p, g, out),
-    "np.exp(-np.logaddexp(0, -{0}))", "(1 / (1 + exp(-{0})))", saves=("result",))
+    "np.exp(-np.logaddexp(0, -{self}))",
+    "({self} >= 0 ? 1 / (1 + exp(-{self})) : exp({self}) / (1 + exp({self})))",
+    saves=("result",),
+    np_out=("np.negative({self}, out={out})", "np.logaddexp(0, {out}, out={out})",
+            "np.negative({out}, out={out})", "np.exp({out}, out={out})"))
 
 # The gradients of tanh and sigmoid as one op each (PyTorch's tanh_backward and
 # sigmoid_backward): one pass in eager instead of three, and their own rules give the
@@ -65,15 +76,22 @@ tanh_backward_p = Primitive(
     dtype=promote, shape=broadcast, saves=("grad_output", "output"),
     vjp=(lambda gg, g, y, out: bind(tanh_backward_p, gg, y),
          lambda gg, g, y, out: gg * g * y * -2),
-    np="{0} * (1 - {1} * {1})", cuda="({0} * (1 - {1} * {1}))", kind="elementwise")
+    np="{grad_output} * (1 - {output} * {output})",
+    np_out=("np.multiply({output}, {output}, out={out})", "np.subtract(1, {out}, out={out})",
+            "np.multiply({grad_output}, {out}, out={out})"),
+    c="{grad_output} * (1 - {output} * {output})", kind="elementwise")
 sigmoid_backward_p = Primitive(
     "sigmoid_backward", lambda xp, g, y: g * y * (1 - y), args=("grad_output", "output"),
     dtype=promote, shape=broadcast, saves=("grad_output", "output"),
     vjp=(lambda gg, g, y, out: bind(sigmoid_backward_p, gg, y),
          lambda gg, g, y, out: gg * g * (1 - y * 2)),
-    np="{0} * {1} * (1 - {1})", cuda="({0} * {1} * (1 - {1}))", kind="elementwise")
+    np="{grad_output} * {output} * (1 - {output})",
+    np_out=("np.subtract(1, {output}, out={out})", "np.multiply({output}, {out}, out={out})",
+            "np.multiply({grad_output}, {out}, out={out})"),
+    c="{grad_output} * {output} * (1 - {output})", kind="elementwise")
 erf_p = unary_float("erf", lambda xp, x: _erf(xp, x),
-                    lambda g, x, out: g * exp(-(x * x)) * _SQRT_PI_2, "_erf(np, {0})", "erf({0})")
+                    lambda g, x, out: g * exp(-(x * x)) * _SQRT_PI_2, "_erf(np, {self})",
+                    "erf({self})")
 
 
 def _sigmoid(xp, x):
@@ -118,68 +136,102 @@ def _sub_dtype(a, b):
     return promote(a, b)
 
 
+def _keep(out, *operands):
+    """Operands computed in their own dtypes (tests and casts)."""
+    return operands
+
+
+def _promoted(out, *operands):
+    """Operands computed in their promoted dtype (comparisons: the result is bool)."""
+    common = promote(*operands)
+    return tuple(common for _ in operands)
+
+
+def _condition_first(out, cond, a, b):
+    return (cond, out, out)
+
+
 neg_p = Primitive("neg", lambda xp, x: xp.negative(x), dtype=_neg_dtype, shape=same_shape,
-                  vjp=(lambda g, x, out: -g,), np="np.negative({0})", cuda="(-{0})",
+                  vjp=(lambda g, x, out: -g,), np="np.negative({self})",
+                  np_out="np.negative({self}, out={out})", c="-{self}",
                   kind="elementwise", inplace=lambda xp, x: xp.negative(x, out=x))
 abs_p = Primitive("abs", lambda xp, x: xp.abs(x), dtype=promote, shape=same_shape,
                   vjp=(lambda g, x, out: g * sign(x),), saves=("self",),
-                  np="np.abs({0})", cuda="fabs({0})", kind="elementwise")
+                  np="np.abs({self})", np_out="np.abs({self}, out={out})", c="fabs({self})",
+                  kind="elementwise")
+# sign(-0.0) is +0.0 and sign(nan) is nan, as NumPy's
 sign_p = Primitive("sign", lambda xp, x: xp.sign(x), dtype=promote, shape=same_shape,
-                   vjp=(lambda g, x, out: g * 0,), np="np.sign({0})",
-                   cuda="(({0} > 0) - ({0} < 0))", kind="elementwise")
+                   vjp=(lambda g, x, out: g * 0,), np="np.sign({self})",
+                   np_out="np.sign({self}, out={out})",
+                   c="({self} > 0 ? 1 : {self} < 0 ? -1 : {self} == 0 ? 0 : {self})",
+                   kind="elementwise")
 # relu is a primitive rather than where(x > 0, x, 0): one pass in eager, PyTorch's node name,
-# and the rule reads the saved result (relu'(0) = 0).
+# and the rule reads the saved result (relu'(0) = 0). NaN stays NaN, relu(-0.0) is +0.0.
 relu_p = Primitive("relu", lambda xp, x: xp.maximum(x, x.dtype.type(0)), dtype=promote,
                    shape=same_shape, vjp=(lambda g, x, out: where(out > 0, g, 0),),
-                   saves=("result",), np="np.maximum({0}, 0)", cuda="(isnan({0}) || {0} > 0 ? {0} : 0)",
-                   kind="elementwise",
+                   saves=("result",), np="np.maximum({self}, 0)",
+                   np_out="np.maximum({self}, 0, out={out})",
+                   c="({self} > 0 || isnan({self}) ? {self} : 0)", kind="elementwise",
                    inplace=lambda xp, x: xp.maximum(x, x.dtype.type(0), out=x))
 
 
-
-def rounding(name, impl, np_t, cuda_t):
+def rounding(name, impl, np_t, c, np_out=None):
     """Rounding ops: zero gradient almost everywhere, as in PyTorch."""
+    if np_t.isidentifier():
+        np_out, np_t = f"np.{np_t}({{self}}, out={{out}})", f"np.{np_t}({{self}})"
     return Primitive(name, impl, dtype=promote, shape=same_shape,
-                     vjp=(lambda g, x, out, **_: g * 0,), np=np_t, cuda=cuda_t, kind="elementwise")
+                     vjp=(lambda g, x, out, **_: g * 0,), np=np_t, np_out=np_out, c=c,
+                     kind="elementwise")
 
 
-floor_p = rounding("floor", lambda xp, x: xp.floor(x), "np.floor({0})", "floor({0})")
-ceil_p = rounding("ceil", lambda xp, x: xp.ceil(x), "np.ceil({0})", "ceil({0})")
-trunc_p = rounding("trunc", lambda xp, x: xp.trunc(x), "np.trunc({0})", "trunc({0})")
+floor_p = rounding("floor", lambda xp, x: xp.floor(x), "floor", "floor({self})")
+ceil_p = rounding("ceil", lambda xp, x: xp.ceil(x), "ceil", "ceil({self})")
+trunc_p = rounding("trunc", lambda xp, x: xp.trunc(x), "trunc", "trunc({self})")
+# half to even, as NumPy and PyTorch; C's rint rounds so in the default rounding mode
 round_p = rounding("round", lambda xp, x, decimals: xp.round(x, decimals),
-                   "np.round({0}, {decimals})", "rint({0})")
+                   "np.round({self}, {decimals})",
+                   lambda self, decimals: f"rint({self})" if decimals == 0 else None,
+                   np_out="np.round({self}, {decimals}, out={out})")
 
 # binary -----------------------------------------------------------------------
 
 
-def binary(name, impl, vjp, np_t, cuda_t, saves=(), dtype=promote, node=None, inplace=None):
+def binary(name, impl, vjp, ufunc, c, saves=(), dtype=promote, node=None, inplace=None,
+           np_t=None, operands=None):
+    """A binary elementwise primitive computed by the NumPy ufunc ``ufunc``."""
     return Primitive(name, impl, args=("self", "other"), dtype=dtype, shape=broadcast, vjp=vjp,
-                     saves=saves, np=np_t, cuda=cuda_t, kind="elementwise", node=node,
-                     inplace=inplace)
+                     saves=saves, np=np_t or f"np.{ufunc}({{self}}, {{other}})",
+                     np_out=f"np.{ufunc}({{self}}, {{other}}, out={{out}})", c=c,
+                     operands=operands, kind="elementwise", node=node, inplace=inplace)
 
 
 add_p = binary("add", lambda xp, a, b: xp.add(a, b),
-               (lambda g, a, b, out: g, lambda g, a, b, out: g), "{0} + {1}", "({0} + {1})",
-               inplace=lambda xp, a, b: xp.add(a, b, out=a))
+               (lambda g, a, b, out: g, lambda g, a, b, out: g), "add", "{self} + {other}",
+               np_t="{self} + {other}", inplace=lambda xp, a, b: xp.add(a, b, out=a))
 sub_p = binary("sub", lambda xp, a, b: xp.subtract(a, b),
-               (lambda g, a, b, out: g, lambda g, a, b, out: -g), "{0} - {1}", "({0} - {1})",
-               dtype=_sub_dtype, inplace=lambda xp, a, b: xp.subtract(a, b, out=a))
+               (lambda g, a, b, out: g, lambda g, a, b, out: -g), "subtract",
+               "{self} - {other}", np_t="{self} - {other}", dtype=_sub_dtype,
+               inplace=lambda xp, a, b: xp.subtract(a, b, out=a))
 mul_p = binary("mul", lambda xp, a, b: xp.multiply(a, b),
-               (lambda g, a, b, out: g * b, lambda g, a, b, out: g * a), "{0} * {1}",
-               "({0} * {1})", saves=("self", "other"),
+               (lambda g, a, b, out: g * b, lambda g, a, b, out: g * a), "multiply",
+               "{self} * {other}", np_t="{self} * {other}", saves=("self", "other"),
                inplace=lambda xp, a, b: xp.multiply(a, b, out=a))
 div_p = binary("div", lambda xp, a, b: xp.true_divide(a, b),
                (lambda g, a, b, out: g / b, lambda g, a, b, out: -g * a / (b * b)),
-               "{0} / {1}", "({0} / {1})", saves=("self", "other"), dtype=float_promote,
-               inplace=lambda xp, a, b: xp.true_divide(a, b, out=a))
+               "divide", "{self} / {other}", np_t="{self} / {other}", saves=("self", "other"),
+               dtype=float_promote, inplace=lambda xp, a, b: xp.true_divide(a, b, out=a))
+# NumPy's maximum returns the second operand on a tie (so maximum(0.0, -0.0) is -0.0) and
+# propagates NaN from either side; the C forms do the same.
 maximum_p = binary("maximum", lambda xp, a, b: xp.maximum(a, b),
                    (lambda g, a, b, out: g * _tie_weight(a, b),
                     lambda g, a, b, out: g * _tie_weight(b, a)),
-                   "np.maximum({0}, {1})", "fmax({0}, {1})", saves=("self", "other"))
+                   "maximum", "({self} > {other} || isnan({self}) ? {self} : {other})",
+                   saves=("self", "other"))
 minimum_p = binary("minimum", lambda xp, a, b: xp.minimum(a, b),
                    (lambda g, a, b, out: g * _tie_weight(b, a),
                     lambda g, a, b, out: g * _tie_weight(a, b)),
-                   "np.minimum({0}, {1})", "fmin({0}, {1})", saves=("self", "other"))
+                   "minimum", "({self} < {other} || isnan({self}) ? {self} : {other})",
+                   saves=("self", "other"))
 
 
 def _tie_weight(a, b):
@@ -193,23 +245,45 @@ def _pow_scalar_grad(g, x, exponent):
     return g * (x ** (exponent - 1) * exponent)
 
 
+def _small_power(exponent):
+    """2 or 3 (not True), the powers ``_pow_impl`` computes by multiplying, else None."""
+    return exponent if exponent in (2, 3) and not isinstance(exponent, bool) else None
+
+
 pow_scalar_p = Primitive(
     "pow_scalar", lambda xp, x, exponent: _pow_impl(xp, x, exponent), args=("self",),
     dtype=lambda x, exponent: promote(x, exponent), shape=same_shape,
     vjp=(lambda g, x, out, exponent: _pow_scalar_grad(g, x, exponent),), saves=("self",),
-    node="PowBackward0", np=lambda x, exponent: _pow_source(x, exponent),
-    cuda="pow({0}, {exponent})", kind="elementwise")
+    node="PowBackward0", np=lambda self, exponent: _pow_source(self, exponent),
+    np_out=lambda self, exponent, out: _pow_out(self, exponent, out),
+    c=lambda self, exponent: " * ".join([self] * int(_small_power(exponent_value(exponent))))
+    if _small_power(exponent_value(exponent)) else f"pow({self}, {exponent})",
+    kind="elementwise")
+
+
+def exponent_value(literal):
+    """The number a rendered C literal stands for (``2.0f`` -> 2.0)."""
+    try:
+        return float(str(literal).rstrip("fL"))
+    except ValueError:
+        return None
 
 
 def _pow_source(x, exponent):
     """NumPy source for ``x ** exponent`` with the shortcuts ``_pow_impl`` takes: NumPy's
     general power is ~100x slower than multiplying (float32 ``u**3``: 250 ms vs 1.3 ms
     at 4M elements)."""
-    if exponent == 2 and not isinstance(exponent, bool):
-        return f"{x} * {x}"
-    if exponent == 3 and not isinstance(exponent, bool):
-        return f"{x} * {x} * {x}"
+    if _small_power(exponent):
+        return " * ".join([x] * exponent)
     return f"{x} ** {exponent!r}"
+
+
+def _pow_out(x, exponent, out):
+    if _small_power(exponent) == 2:
+        return (f"np.multiply({x}, {x}, out={out})",)
+    if _small_power(exponent) == 3:
+        return (f"np.multiply({x}, {x}, out={out})", f"np.multiply({out}, {x}, out={out})")
+    return (f"np.power({x}, {exponent!r}, out={out})",)
 
 
 def _pow_impl(xp, x, y):
@@ -233,21 +307,22 @@ pow_p = binary(
     "pow", lambda xp, a, b: _pow_impl(xp, a, b),
     (lambda g, a, b, out: where(eq(b, 0), 0.0, g * b * a ** (b - 1)),
      lambda g, a, b, out: g * where(logical_and(eq(a, 0), b >= 0), 0.0, out * _log_base(a))),
-    "np.power({0}, {1})", "pow({0}, {1})", saves=("self", "other", "result"), node="PowBackward1")
+    "power", "pow({self}, {other})", saves=("self", "other", "result"), node="PowBackward1")
 
 # comparisons and logic (no gradient) ------------------------------------------------
 
 
-def compare(name, impl, np_t, cuda_t):
-    return binary(name, impl, None, np_t, cuda_t, dtype=to_bool)
+def compare(name, impl, ufunc, op):
+    return binary(name, impl, None, ufunc, f"{{self}} {op} {{other}}", dtype=to_bool,
+                  np_t=f"{{self}} {op} {{other}}", operands=_promoted)
 
 
-eq_p = compare("eq", lambda xp, a, b: xp.equal(a, b), "{0} == {1}", "({0} == {1})")
-ne_p = compare("ne", lambda xp, a, b: xp.not_equal(a, b), "{0} != {1}", "({0} != {1})")
-lt_p = compare("lt", lambda xp, a, b: xp.less(a, b), "{0} < {1}", "({0} < {1})")
-le_p = compare("le", lambda xp, a, b: xp.less_equal(a, b), "{0} <= {1}", "({0} <= {1})")
-gt_p = compare("gt", lambda xp, a, b: xp.greater(a, b), "{0} > {1}", "({0} > {1})")
-ge_p = compare("ge", lambda xp, a, b: xp.greater_equal(a, b), "{0} >= {1}", "({0} >= {1})")
+eq_p = compare("eq", lambda xp, a, b: xp.equal(a, b), "equal", "==")
+ne_p = compare("ne", lambda xp, a, b: xp.not_equal(a, b), "not_equal", "!=")
+lt_p = compare("lt", lambda xp, a, b: xp.less(a, b), "less", "<")
+le_p = compare("le", lambda xp, a, b: xp.less_equal(a, b), "less_equal", "<=")
+gt_p = compare("gt", lambda xp, a, b: xp.greater(a, b), "greater", ">")
+ge_p = compare("ge", lambda xp, a, b: xp.greater_equal(a, b), "greater_equal", ">=")
 
 
 def _int_or_bool(*operands, **_):
@@ -257,21 +332,27 @@ def _int_or_bool(*operands, **_):
     return d
 
 
-and_p = binary("bitwise_and", lambda xp, a, b: xp.bitwise_and(a, b), None, "{0} & {1}",
-               "({0} & {1})", dtype=_int_or_bool)
-or_p = binary("bitwise_or", lambda xp, a, b: xp.bitwise_or(a, b), None, "{0} | {1}",
-              "({0} | {1})", dtype=_int_or_bool)
-xor_p = binary("bitwise_xor", lambda xp, a, b: xp.bitwise_xor(a, b), None, "{0} ^ {1}",
-               "({0} ^ {1})", dtype=_int_or_bool)
+and_p = binary("bitwise_and", lambda xp, a, b: xp.bitwise_and(a, b), None, "bitwise_and",
+               "{self} & {other}", np_t="{self} & {other}", dtype=_int_or_bool)
+or_p = binary("bitwise_or", lambda xp, a, b: xp.bitwise_or(a, b), None, "bitwise_or",
+              "{self} | {other}", np_t="{self} | {other}", dtype=_int_or_bool)
+xor_p = binary("bitwise_xor", lambda xp, a, b: xp.bitwise_xor(a, b), None, "bitwise_xor",
+               "{self} ^ {other}", np_t="{self} ^ {other}", dtype=_int_or_bool)
+# The C tier takes bools but no ints (those stay on NumPy), and ~ of a C bool would set
+# its high bits: a bool's not is !.
 not_p = Primitive("bitwise_not", lambda xp, x: xp.invert(x), dtype=_int_or_bool,
-                  shape=same_shape, np="np.invert({0})", cuda="(~{0})", kind="elementwise")
+                  shape=same_shape, np="np.invert({self})", np_out="np.invert({self}, out={out})",
+                  c="!{self}", kind="elementwise")
 logical_not_p = Primitive("logical_not", lambda xp, x: xp.logical_not(x), dtype=to_bool,
-                          shape=same_shape, np="np.logical_not({0})", cuda="(!{0})",
-                          kind="elementwise")
+                          shape=same_shape, np="np.logical_not({self})",
+                          np_out="np.logical_not({self}, out={out})", c="!{self}",
+                          operands=_keep, kind="elementwise")
 isnan_p = Primitive("isnan", lambda xp, x: xp.isnan(x), dtype=to_bool, shape=same_shape,
-                    np="np.isnan({0})", cuda="isnan({0})", kind="elementwise")
+                    np="np.isnan({self})", np_out="np.isnan({self}, out={out})",
+                    c="isnan({self})", operands=_keep, kind="elementwise")
 isinf_p = Primitive("isinf", lambda xp, x: xp.isinf(x), dtype=to_bool, shape=same_shape,
-                    np="np.isinf({0})", cuda="isinf({0})", kind="elementwise")
+                    np="np.isinf({self})", np_out="np.isinf({self}, out={out})",
+                    c="isinf({self})", operands=_keep, kind="elementwise")
 
 
 def _where_dtype(cond, a, b):
@@ -286,8 +367,9 @@ where_p = Primitive(
     dtype=_where_dtype, shape=broadcast,
     vjp=(None, lambda g, c, a, b, out: where(c, g, 0.0),
          lambda g, c, a, b, out: where(c, 0.0, g)),
-    saves=("condition",), np="np.where({0}, {1}, {2})", cuda="({0} ? {1} : {2})",
-    kind="elementwise")
+    saves=("condition",), np="np.where({condition}, {self}, {other})",
+    np_out="np.copyto({out}, np.where({condition}, {self}, {other}))",
+    c="({condition} ? {self} : {other})", operands=_condition_first, kind="elementwise")
 
 
 def _clamp_impl(xp, x, min, max):
@@ -305,12 +387,21 @@ def _clamp_grad(g, x, min, max):
     return where(keep, g, 0.0)
 
 
+def _clamp_c(self, min, max):
+    """clip's C form: NaN and -0.0 pass through as in NumPy's clip."""
+    if min is not None:
+        self = f"({self} < {min} ? {min} : {self})"
+    if max is not None:
+        self = f"({self} > {max} ? {max} : {self})"
+    return self
+
+
 clamp_p = Primitive(
     "clamp", _clamp_impl, dtype=lambda x, min, max: promote(x, *(v for v in (min, max)
                                                                 if v is not None)),
     shape=same_shape, vjp=(lambda g, x, out, min, max: _clamp_grad(g, x, min, max),),
-    saves=("self",), np="np.clip({0}, {min}, {max})", cuda="({0} < {min} ? {min} : ({0} > {max} ? {max} : {0}))",
-    kind="elementwise",
+    saves=("self",), np="np.clip({self}, {min}, {max})",
+    np_out="np.clip({self}, {min}, {max}, out={out})", c=_clamp_c, kind="elementwise",
     inplace=lambda xp, x, min, max: xp.clip(x, min, max, out=x))
 
 
@@ -322,16 +413,20 @@ def _convert_impl(xp, x, dtype, device, src_device):
     return x
 
 
+# a float's conversion to bool is x != 0 (NaN is true), as NumPy's astype(bool)
 convert_p = Primitive(
     "convert", lambda xp, x, dtype, device, src_device: _convert_impl(xp, x, dtype, device,
                                                                       src_device),
     dtype=lambda x, dtype, device, src_device: dtype or x.dtype, shape=same_shape,
     vjp=(lambda g, x, out, dtype, device, src_device:
          convert(g, device=src_device) if device is not None and device != src_device else g,),
-    node="ToCopyBackward0", np="{0}.astype({dtype})", cuda="(({dtype}){0})", kind="elementwise")
+    node="ToCopyBackward0", np="{self}.astype({dtype})",
+    np_out="np.copyto({out}, {self}, casting='unsafe')", c="{self}", operands=_keep,
+    kind="elementwise")
 
 clone_p = Primitive("clone", lambda xp, x: x.copy(), dtype=promote, shape=same_shape,
-                    vjp=(lambda g, x, out: g,), np="{0}.copy()", cuda="{0}", kind="elementwise")
+                    vjp=(lambda g, x, out: g,), np="{self}.copy()",
+                    np_out="np.copyto({out}, {self})", c="{self}", kind="elementwise")
 
 
 # public functions --------------------------------------------------------------------

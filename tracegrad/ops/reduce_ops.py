@@ -5,8 +5,10 @@ normalise ``dim``); a reduction over every dim has ``dims == tuple(range(ndim))`
 """
 from collections import namedtuple
 
+import numpy as np
+
 from .. import dtypes
-from .core import Primitive, bind, op_error
+from .core import Combiner, Primitive, bind, op_error
 from .rules import norm_dim, norm_dims, reduced_shape
 
 
@@ -25,6 +27,21 @@ def _expand_back(g, shape, dims, keepdim):
     return broadcast_if_needed(g, shape)
 
 
+def _lowest(dtype):
+    return -float("inf") if dtype.is_floating_point else int(np.iinfo(dtype.np).min)
+
+
+def _highest(dtype):
+    return float("inf") if dtype.is_floating_point else int(np.iinfo(dtype.np).max)
+
+
+# How parts combine. The max/min forms propagate NaN as NumPy's max and min do.
+SUM = Combiner("add", "{acc} + {x}", lambda dtype: 0, widen=True)
+PROD = Combiner("multiply", "{acc} * {x}", lambda dtype: 1, widen=True)
+MAX = Combiner("maximum", "({acc} > {x} || isnan({acc}) ? {acc} : {x})", _lowest, widen=False)
+MIN = Combiner("minimum", "({acc} < {x} || isnan({acc}) ? {acc} : {x})", _highest, widen=False)
+
+
 def _sum_dtype(x, dims, keepdim, dtype=None):
     if dtype is not None:
         return dtype
@@ -36,7 +53,9 @@ sum_p = Primitive(
         x, axis=dims, keepdims=keepdim, dtype=None if dtype is None else dtype.np),
     dtype=_sum_dtype, shape=lambda s, dims, keepdim, dtype=None: _reduce_shape(s, dims, keepdim),
     vjp=(lambda g, x, out, dims, keepdim, dtype=None: _expand_back(g, x.shape, dims, keepdim),),
-    np="np.sum({0}, axis={dims}, keepdims={keepdim})", kind="reduction")
+    np="np.sum({self}, axis={dims}, keepdims={keepdim})",
+    np_out="np.sum({self}, axis={dims}, keepdims={keepdim}, out={out})", reduce=SUM,
+    kind="reduction")
 
 
 def _extremum_grad(g, x, out, dims, keepdim):
@@ -54,7 +73,7 @@ def _nonempty(xp, f, x, dims, keepdim, name):
     return f(x, axis=dims, keepdims=keepdim)
 
 
-def _extremum_prim(name, np_name):
+def _extremum_prim(name, np_name, combiner):
     """amax/amin: the same rules over ``xp.max``/``xp.min``."""
     return Primitive(
         name, lambda xp, x, dims, keepdim: _nonempty(xp, getattr(xp, np_name), x, dims, keepdim,
@@ -62,12 +81,13 @@ def _extremum_prim(name, np_name):
         dtype=lambda x, dims, keepdim: x.dtype,
         shape=lambda s, dims, keepdim: _reduce_shape(s, dims, keepdim),
         vjp=(lambda g, x, out, dims, keepdim: _extremum_grad(g, x, out, dims, keepdim),),
-        saves=("self", "result"), np=f"np.{np_name}({{0}}, axis={{dims}}, keepdims={{keepdim}})",
-        kind="reduction")
+        saves=("self", "result"), np=f"np.{np_name}({{self}}, axis={{dims}}, keepdims={{keepdim}})",
+        np_out=f"np.{np_name}({{self}}, axis={{dims}}, keepdims={{keepdim}}, out={{out}})",
+        reduce=combiner, kind="reduction")
 
 
-amax_p = _extremum_prim("amax", "max")
-amin_p = _extremum_prim("amin", "min")
+amax_p = _extremum_prim("amax", "max", MAX)
+amin_p = _extremum_prim("amin", "min", MIN)
 
 
 def _prod_grad(g, x, out, dims, keepdim):
@@ -92,7 +112,8 @@ prod_p = Primitive(
     dtype=lambda x, dims, keepdim: _sum_dtype(x, dims, keepdim),
     shape=lambda s, dims, keepdim: _reduce_shape(s, dims, keepdim),
     vjp=(lambda g, x, out, dims, keepdim: _prod_grad(g, x, out, dims, keepdim),),
-    saves=("self", "result"), np="np.prod({0}, axis={dims}, keepdims={keepdim})",
+    saves=("self", "result"), np="np.prod({self}, axis={dims}, keepdims={keepdim})",
+    np_out="np.prod({self}, axis={dims}, keepdims={keepdim}, out={out})", reduce=PROD,
     kind="reduction")
 
 
