@@ -279,10 +279,12 @@ def _run(command, cwd=None):
 
 
 def _first_error(stderr, returncode):
-    """The line of a compiler's stderr that says what went wrong. collect2's summary is skipped:
-    the linker's own line before it names the cause."""
+    """The line of a compiler's stderr that says what went wrong ("x.c:2:12: error: ...", not
+    the "In function" line before it). collect2's summary is skipped: the linker's own line
+    before it names the cause."""
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-    errors = [line for line in lines if "error" in line.lower() and not line.startswith("collect2")]
+    errors = [line for line in lines
+              if re.search(r"(^|\s)error:", line) and not line.startswith("collect2")]
     return (errors or lines or [f"exit status {returncode}"])[0]
 
 

@@ -1,14 +1,16 @@
-"""A fused group to NumPy: a kernel function of ufunc calls that write into buffers.
+"""The NumPy renderer of the kernel IR: a kernel function of ufunc calls into buffers.
 
-Each op of the group becomes ufunc calls with ``out=``: a template such as
-``{0} * (1 - {1} * {1})`` is lowered to one call per operator, so no op
-allocates. Values that die inside the group share scratch buffers (an op may
+Each op of a ``kernel.Kernel`` becomes the ufunc call(s) of its primitive's
+``np_out`` form, writing into a buffer (``np.multiply({self}, {other},
+out={out})``), so no op allocates; the IR's casts and typed literals mean the
+ufuncs compute in the dtypes the avals say. Values that die inside the group share scratch buffers (an op may
 write over an input it is the last to read). The kernel takes the group's
 inputs, the arrays its outputs go to, and its scratch buffers, and returns the
 partial results of reductions that span every row::
 
-    def forward_fused0(x, a, b, e, buf0, buf1):
-        \"\"\"fused0: mul add tanh mul sum, one pass over [10000000].\"\"\"
+    def forward_fused0(x, a, b, e, ws):
+        \"\"\"fused0: mul add tanh mul sum, one pass over [1000], at once.\"\"\"
+        buf0, = ws.forward_fused0[0]
         # model.py:3: y = torch.tanh(x * a + b)
         c = np.multiply(x, a, out=buf0)
         d = np.add(c, b, out=buf0)
@@ -16,22 +18,19 @@ partial results of reductions that span every row::
         ...
         return (out,)
 
-For a small domain the function calls the kernel once on whole arrays with
-scratch buffers from the variant's workspace. Past ``CHUNK_MIN`` elements it
-hands the kernel to ``support.run_chunks``, which calls it on slices of
+For a small domain the kernel runs once on whole arrays with scratch buffers
+from the variant's workspace. Past ``CHUNK_MIN`` elements its entry hands
+``<name>_chunk`` to ``support.run_chunks``, which calls it on slices of
 ``step`` rows (so a chain of ops streams through the cache instead of making
 one pass over memory per op), spread over threads, each with scratch of its
 own; partial results combine over chunks in a fixed order.
 """
-import ast
 import math
 import os
 
 import numpy as np
 
-from tracegrad.ir import Value
-from tracegrad.passes.fuse import spans_rows
-from tracegrad.passes.memplan import written
+from tracegrad.parallel import max_threads
 
 from . import python as py
 
@@ -46,21 +45,7 @@ from . import python as py
 # elements (512 KiB a buffer) is past the knee and still inside the 32 MiB L3.
 CHUNK_MIN = 1 << 19         # elements in the domain from which a group runs in chunks
 CHUNK_ELEMS = 1 << 17       # elements per chunk
-THREADS = os.cpu_count() or 1
-
-_BINARY = {ast.Add: "add", ast.Sub: "subtract", ast.Mult: "multiply", ast.Div: "divide",
-           ast.FloorDiv: "floor_divide", ast.Mod: "remainder", ast.Pow: "power",
-           ast.BitAnd: "bitwise_and", ast.BitOr: "bitwise_or", ast.BitXor: "bitwise_xor",
-           ast.LShift: "left_shift", ast.RShift: "right_shift"}
-_UNARY = {ast.USub: "negative", ast.UAdd: "positive", ast.Invert: "invert",
-          ast.Not: "logical_not"}
-_COMPARE = {ast.Eq: "equal", ast.NotEq: "not_equal", ast.Lt: "less", ast.LtE: "less_equal",
-            ast.Gt: "greater", ast.GtE: "greater_equal"}
-
-
-class NotLowerable(Exception):
-    """The expression has a part that is not a ufunc call; it is computed as it is."""
-
+THREADS = max_threads()     # buffer sets a chunked kernel keeps; get_num_threads() run
 
 class Scratch:
     """Scratch buffers of one kernel: taken and given back while the kernel is written, so
@@ -83,86 +68,6 @@ class Scratch:
         for n, shape, dtype in self.specs:
             if n == name:
                 self.free.setdefault((shape, dtype), []).append(name)
-
-
-def lower(source, arrays, target, want, scratch):
-    """Statements computing ``source`` into the buffer ``target`` by ufunc calls.
-
-    ``arrays``: name -> (shape, dtype) of the array operands. Temporaries come from
-    ``scratch`` and go back to it. Raises ``NotLowerable`` when a part is not a ufunc call
-    or NumPy would not give ``want``, the target's (shape, dtype).
-    """
-    tree = ast.parse(source, mode="eval").body
-    stmts, temps = [], []
-
-    def visit(node, out=None):
-        if isinstance(node, ast.Name) and node.id in arrays:
-            if out is not None:
-                raise NotLowerable(source)     # a bare name: a copy, done by the caller
-            return node.id, arrays[node.id]
-        scalar = _scalar(node)
-        if scalar is not None:
-            if out is not None:
-                raise NotLowerable(source)
-            return scalar, None
-        ufunc, operands = _ufunc_of(node)
-        parts = [visit(o) for o in operands]
-        shapes = [p[1][0] for p in parts if p[1] is not None]
-        if not shapes:
-            raise NotLowerable(source)
-        shape = np.broadcast_shapes(*shapes)
-        dtype = _probe(ufunc, parts)
-        for p in parts:             # a temporary read only here may take this result
-            if p[0] in temps:
-                scratch.give(p[0])
-                temps.remove(p[0])
-        if out is None:
-            out = scratch.take(shape, dtype)
-            temps.append(out)
-        elif (shape, dtype) != (tuple(want[0]), np.dtype(want[1])):
-            raise NotLowerable(source)
-        stmts.append(f"np.{ufunc}({', '.join(p[0] for p in parts)}, out={out})")
-        return out, (shape, dtype)
-    try:
-        visit(tree, target)
-    finally:
-        for t in temps:
-            scratch.give(t)
-    return stmts
-
-
-def _scalar(node):
-    """Source of a Python scalar operand, or None."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, bool)):
-        return ast.unparse(node)
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)) \
-            and _scalar(node.operand) is not None:
-        return ast.unparse(node)
-    if isinstance(node, ast.Attribute) and ast.unparse(node) in ("np.nan", "np.inf", "np.pi"):
-        return ast.unparse(node)
-    return None
-
-
-def _ufunc_of(node):
-    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-        return _BINARY[type(node.op)], [node.left, node.right]
-    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-        return _UNARY[type(node.op)], [node.operand]
-    if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _COMPARE:
-        return _COMPARE[type(node.ops[0])], [node.left, node.comparators[0]]
-    if isinstance(node, ast.Call) and not node.keywords and isinstance(node.func, ast.Attribute) \
-            and isinstance(node.func.value, ast.Name) and node.func.value.id == "np" \
-            and isinstance(getattr(np, node.func.attr, None), np.ufunc):
-        return node.func.attr, node.args
-    raise NotLowerable(ast.unparse(node))
-
-
-def _probe(ufunc, parts):
-    """The dtype NumPy gives ``ufunc`` over these operands (scalars stay Python scalars)."""
-    args = [eval(src, {"np": np}) if info is None
-            else np.zeros((1,) * len(info[0]), info[1]) for src, info in parts]
-    with np.errstate(all="ignore"):
-        return np.asarray(getattr(np, ufunc)(*args)).dtype
 
 
 # one kernel -------------------------------------------------------------------------------
@@ -198,117 +103,146 @@ def sliced(v, group):
     return bool(domain) and v.ndim == len(domain) and v.shape[0] == domain[0]
 
 
-def emit_kernel(em, group, name, label, namer, site_comment):
-    """Source of the kernel of ``group`` and its ``Kernel`` description."""
-    chunks = plan_chunks(group.domain)
-    loop = group.loop
-    partials = [n.out for n in loop if spans_rows(n)]
-    outputs = written(group)
+def emit_kernel(em, kernel, namer, site_comment):
+    """Source of the NumPy tier of ``kernel`` (a ``kernel.Kernel``) and its ``Plan``.
 
-    def shape_in(v):        # the shape a kernel sees: ``step`` rows in place of all
-        return (chunks[0],) + v.shape[1:] if chunks and sliced(v, group) else v.shape
-    arrays = {namer(v): (shape_in(v), v.dtype.np) for v in group.inputs + tuple(outputs)}
+    The entry ``kernel.name(inputs..., outputs..., ws)`` returns the partial results; a
+    chunked kernel's entry hands ``<name>_chunk`` to ``run_chunks``."""
+    group = kernel.group
+    chunks = plan_chunks(group.domain)
+    loop = kernel.body
+    partials = {op.name for op in kernel.partials}
+    outputs = {op.name for op in kernel.outputs}
+    rows = {i.name for i in kernel.inputs if sliced(i.value, group)} | {op.name for op in loop}
+
+    def shape_in(name, shape):     # the shape a kernel sees: ``step`` rows in place of all
+        return (chunks[0],) + tuple(shape[1:]) if chunks and name in rows else tuple(shape)
     last = {}
-    for i, n in enumerate(loop):
-        for v in n.values():
-            last[v] = i
+    for i, op in enumerate(loop):
+        for a in op.operands():
+            last[a] = i
     scratch, buffer_of, holders = Scratch(namer), {}, {}    # value -> buffer; buffer -> values
     body, prev_site = [], None
-    for i, n in enumerate(loop):
-        if n.out in partials:
-            stmts = [f"{namer(n.out)} = {_source(em, n, namer)}"]
-        else:
-            want = (shape_in(n.out), n.out.dtype.np)
-            target = namer(n.out) if n.out in outputs else None
-            stmts, buf = _compute(em, n, namer, arrays, want, target, scratch)
-            if buf == "alias":      # the same array as its input: its buffer lives on
-                buf = buffer_of.get(n.inputs[0])
-            if buf is not None:
-                buffer_of[n.out] = buf
-                holders[buf] = holders.get(buf, 0) + 1
-        arrays[namer(n.out)] = (shape_in(n.out), n.out.dtype.np)
-        comment = site_comment(n.site) if n.site != prev_site else None
-        prev_site = n.site
-        body.extend((comment if k == 0 else None, py.stmt(s)) for k, s in enumerate(stmts))
-        for v in set(n.values()):
-            if last.get(v) == i and v in buffer_of:
-                buf = buffer_of.pop(v)
+
+    def release(i, op):
+        for a in set(op.operands()):
+            if last.get(a) == i and a in buffer_of:
+                buf = buffer_of.pop(a)
                 holders[buf] -= 1
                 if not holders[buf]:
                     scratch.give(buf)
-    body.append((None, py.return_([namer(v) for v in partials])))
-    params = ([namer(v) for v in group.inputs] + [namer(v) for v in outputs]
-              + [s[0] for s in scratch.specs])
-    ops = " ".join(n.op for n in group.nodes)
-    where = f"in chunks of {chunks[0]} rows on {chunks[1]} thread(s)" if chunks else "at once"
-    doc = f"{label}: {ops}; one pass over [{','.join(map(str, group.domain))}], {where}."
-    src = py.function(name, params, body, doc)
-    return src, Kernel(name, group, outputs, partials, scratch.specs, chunks)
-
-
-def _source(em, n, namer):
-    return em.expression(n, lambda v: namer(v) if type(v) is Value else em.scalar(v))
-
-
-def _compute(em, n, namer, arrays, want, target, scratch):
-    """``(statements, buffer)`` computing loop node ``n`` into ``target`` (an array the
-    caller passed) or, when None, into a scratch buffer; ``buffer`` is the scratch buffer
-    the value lives in, None when it has none, or "alias" when it is its input's array."""
-    out, src = namer(n.out), _source(em, n, namer)
-    if n.prim.kind == "reduction":      # its template is one NumPy call: give it out=
-        buf = target or scratch.take(*want)
-        call = f"{src[:-1]}, out={buf})"
-        return [call if target else f"{out} = {call}"], None if target else buf
-    cast = em.needs_cast(n, src, {namer(v): v.aval for v in n.values()})
-    if not cast and src in arrays and not target:   # an identity: the input's array
-        return [f"{out} = {src}"], "alias"
-    if not cast:
-        buf = target or scratch.take(*want)
-        try:
-            stmts = lower(src, arrays, buf, want, scratch)
-        except NotLowerable:
-            if not target:
-                scratch.give(buf)
+    for i, op in enumerate(loop):
+        want = (shape_in(op.name, op.shape), op.dtype.np)
+        if op.name in partials:
+            stmts = [f"{op.name} = {em.expression(op, lambda a: _arg(em, a))}"]
+            release(i, op)
         else:
-            if target:
-                return stmts, None
-            stmts[-1] = f"{out} = {stmts[-1]}"
-            return stmts, buf
-    if cast:
-        src = f"({src}).astype({em.scalar(n.out.aval.dtype)})"
-    return [f"np.copyto({out}, {src}, casting='unsafe')" if target else f"{out} = {src}"], None
+            target = op.name if op.name in outputs else None
+            stmts, buf = _compute(em, op, target, want, scratch, lambda: release(i, op))
+            if buf == "alias":      # the same array as its input: its buffer lives on
+                buf = buffer_of.get(op.args[0])
+            if buf is not None:
+                buffer_of[op.name] = buf
+                holders[buf] = holders.get(buf, 0) + 1
+        comment = site_comment(op.site) if op.site and op.site != prev_site else None
+        prev_site = op.site or prev_site
+        body.extend((comment if k == 0 else None, py.stmt(s)) for k, s in enumerate(stmts))
+    body.append((None, py.return_(sorted(partials, key=[op.name for op in loop].index))))
+    ins = [i.name for i in kernel.inputs] + [op.name for op in kernel.outputs]
+    bufs = [s[0] for s in scratch.specs]
+    where = f"in chunks of {chunks[0]} rows" if chunks else "at once"
+    doc = (f"{kernel.label}: {kernel.op_names()}; one pass over "
+           f"[{','.join(map(str, group.domain))}], {where}.")
+    if chunks:
+        flags = tuple(n in rows for n in ins)
+        trim = tuple(len(s) == len(group.domain) and s[0] == chunks[0]
+                     for _, s, _ in scratch.specs)
+        combine = tuple(op.combiner.ufunc for op in kernel.partials)
+        chunk = py.function(f"{kernel.name}_chunk", ins + bufs, body, doc)
+        entry = py.function(kernel.name, ins + ["ws"], [(None, py.stmt(
+            f"return run_chunks({kernel.name}_chunk, ({', '.join(ins)}{',' * (len(ins) == 1)}),"
+            f" ws.{kernel.name}, rows={group.domain[0]}, step={chunks[0]}, sliced={flags!r},"
+            f" trim={trim!r}, combine={combine!r})"))], f"{kernel.label} on the NumPy tier.")
+        src = chunk + "\n\n\n" + entry
+    else:
+        if bufs:
+            body.insert(0, (None, py.stmt(f"{', '.join(bufs)}, = ws.{kernel.name}[0]")))
+        src = py.function(kernel.name, ins + ["ws"], body, doc)
+    return src, Plan(kernel, scratch.specs, chunks)
 
 
-def emit_call(em, kernel, namer, ws, label, slot_of=None):
-    """Statements of the calling function that run ``kernel``: ``[(comment or None,
+class Plan:
+    """What the driver needs of an emitted kernel: its scratch (one set per thread when
+    chunked) and its chunking (``(step, threads)`` or None)."""
+
+    def __init__(self, kernel, scratch, chunks):
+        self.kernel, self.scratch, self.chunks = kernel, scratch, chunks
+
+
+def _arg(em, a):
+    return a if type(a) is str else em.scalar(a.value)
+
+
+def _compute(em, op, target, want, scratch, release):
+    """``(statements, buffer)`` computing ``op`` into ``target`` (an array the caller
+    passed) or, when None, into a scratch buffer; ``buffer`` is the scratch buffer the
+    value lives in, None when it has none, or "alias" when it is its input's array.
+    ``release()`` gives back the buffers of operands that die here."""
+    prim = op.prim
+    form = prim.np_out
+    if form is None and prim.np_template == "{self}":        # an identity
+        release()
+        if target:
+            return [f"np.copyto({target}, {op.args[0]})"], None
+        return [f"{op.name} = {op.args[0]}"], "alias"
+    slots = {k: em.param(v, for_template=True) for k, v in op.params.items()}
+    slots.update(zip(prim.args, (_arg(em, a) for a in op.args)))
+    several = isinstance(form, tuple) or callable(form)
+    if not several and form is not None:
+        release()               # a single ufunc may write over an operand it reads
+    buf = target or scratch.take(*want)
+    if several:
+        release()               # after taking: the steps must not write over an operand
+    if form is None:            # no ufunc form: computed as it is, then stored
+        stmts = [f"np.copyto({buf}, {em.expression(op, lambda a: _arg(em, a))}, "
+                 f"casting='unsafe')"]
+    elif callable(form):
+        stmts = list(form(**dict(zip(prim.args, (_arg(em, a) for a in op.args))),
+                          **op.params, out=buf))
+    else:
+        stmts = [f.format(**slots, out=buf) for f in (form if several else (form,))]
+    if target:
+        return stmts, None
+    if len(stmts) == 1 and not stmts[0].startswith("np.copyto"):
+        stmts[0] = f"{op.name} = {stmts[0]}"    # a ufunc returns its out= array
+    else:
+        stmts.append(f"{op.name} = {buf}")
+    return stmts, buf
+
+
+def emit_call(em, plan, namer, ws, label, slot_of=None):
+    """Statements of the calling function that run a kernel: ``[(comment or None,
     statement source)]``. ``ws`` names the workspace; ``slot_of``: output value -> its
     workspace slot (memplan), else the output gets a fresh array."""
+    kernel = plan.kernel
     g = kernel.group
-    sites = sorted({os.path.basename(n.site) for n in g.nodes if n.site})
-    comment = f"{label} ({g.kind}): {' '.join(n.op for n in g.nodes)}" + (
+    sites = sorted({os.path.basename(n.site).rsplit(":", 1)[0] + ":" + n.site.rsplit(":", 1)[1]
+                    for n in g.nodes if n.site})
+    comment = f"{label} ({g.kind}): {kernel.op_names()}" + (
         f"  [{', '.join(sites)}]" if sites else "")
     out = []
-    for v in kernel.outputs:
-        slot = (slot_of or {}).get(v)
-        out.append(f"{namer(v)} = {ws}.{slot}" if slot else
-                   f"{namer(v)} = np.empty({v.shape!r}, dtype={em.scalar(v.dtype)})")
-    args = [namer(v) for v in g.inputs] + [namer(v) for v in kernel.outputs]
-    lhs = "".join(f"{namer(v)}, " for v in kernel.partials)
-    lhs = f"{lhs}= " if lhs else ""
-    if kernel.chunks:
-        step, _ = kernel.chunks
-        flags = tuple(sliced(v, g) for v in g.inputs + tuple(kernel.outputs))
-        trim = tuple(len(s) == len(g.domain) and s[0] == step for _, s, _ in kernel.scratch)
-        combine = tuple(next(n.op for n in g.loop if n.out is v) for v in kernel.partials)
-        out.append(f"{lhs}run_chunks({kernel.name}, ({', '.join(args)}{',' * (len(args) == 1)}),"
-                   f" {ws}.{kernel.name}, rows={g.domain[0]}, step={step}, sliced={flags!r},"
-                   f" trim={trim!r}, combine={combine!r})")
-    else:
-        out.append(f"{lhs}{kernel.name}({', '.join(args + [f'*{ws}.{kernel.name}[0]'])})")
+    for op in kernel.outputs:
+        slot = (slot_of or {}).get(op.value)
+        out.append(f"{op.name} = {ws}.{slot}" if slot else
+                   f"{op.name} = np.empty({op.value.shape!r}, dtype={em.scalar(op.dtype)})")
+    args = [i.name for i in kernel.inputs] + [op.name for op in kernel.outputs] + [ws]
+    lhs = "".join(f"{op.name}, " for op in kernel.partials)
+    out.append(f"{lhs}= {kernel.name}({', '.join(args)})" if lhs else
+               f"{kernel.name}({', '.join(args)})")
     return [(comment if k == 0 else None, s) for k, s in enumerate(out)]
 
 
-def workspace_spec(kernel):
+def workspace_spec(plan):
     """``(copies, [(shape, dtype)])`` of a kernel's scratch in the workspace."""
-    copies = kernel.chunks[1] if kernel.chunks else 1
-    return copies, [(shape, dtype) for _, shape, dtype in kernel.scratch]
+    copies = plan.chunks[1] if plan.chunks else 1
+    return copies, [(shape, dtype) for _, shape, dtype in plan.scratch]

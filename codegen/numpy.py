@@ -25,7 +25,7 @@ from tracegrad import dtypes
 from tracegrad.ir import Const, Value
 from tracegrad.ops.core import Primitive
 
-from . import fused
+from . import fused, kernel
 from . import python as py
 from .support import GuardFailure, P, _erf
 
@@ -42,6 +42,7 @@ class Emitter:
                     "_erf": _erf}
         self.globals_used = {}      # name -> object, for module globals beyond the imports
         self.kernels = []           # sources of fused groups' kernel functions
+        self.kernel_ir = []         # their kernel IR (kernel.Kernel), for the other tiers
         self.workspaces = {}        # module global -> (kernel scratch, slots), see support
         self._ids = {}
 
@@ -119,7 +120,7 @@ class Emitter:
             if op == "cat":
                 kw["args"] = ", ".join(args)
             try:
-                return template.format(*args, **named, **kw)
+                return template.format(**named, **kw)
             except (KeyError, IndexError):
                 pass
         kw = "".join(f", {k}={self.param(v)}" for k, v in params.items())
@@ -189,11 +190,12 @@ def emit_function(em, graph, fname, namer, guards=(), doc=None):
     for i, (group, nodes) in enumerate(units):
         if group is not None:
             k = graph.groups.index(group)
-            src, kernel = fused.emit_kernel(em, group, f"{fname}_fused{k}", f"fused{k}",
-                                            namer, site_comment)
+            kir = kernel.lower(group, f"{fname}_fused{k}", f"fused{k}", namer)
+            src, plan = fused.emit_kernel(em, kir, namer, site_comment)
             em.kernels.append(src)
-            kernels[kernel.name] = fused.workspace_spec(kernel)
-            for comment, stmt in fused.emit_call(em, kernel, namer, ws, f"fused{k}", slot_of):
+            em.kernel_ir.append(kir)
+            kernels[kir.name] = fused.workspace_spec(plan)
+            for comment, stmt in fused.emit_call(em, plan, namer, ws, f"fused{k}", slot_of):
                 body.append((comment, py.stmt(stmt)))
             prev_site = None
             for n in group.after:

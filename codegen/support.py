@@ -3,6 +3,7 @@ implementations for ops that have no one-line NumPy template."""
 import numpy as np
 
 from tracegrad import dtypes  # noqa: F401 - generated code names dtypes in params
+from tracegrad.parallel import get_num_threads
 from tracegrad.ops.core import PRIMITIVES
 from tracegrad.ops.elementwise import _erf  # noqa: F401 - the erf template calls it
 
@@ -67,7 +68,6 @@ class _Buffers:
             setattr(self, name, np.empty(shape, dtype))
 
 
-_COMBINE = {"sum": np.sum, "amax": np.max, "amin": np.min, "prod": np.prod}
 _pool = None
 
 
@@ -78,12 +78,13 @@ def run_chunks(kernel, args, scratch, *, rows, step, sliced, trim, combine):
     passed as the chunk's rows, the rest whole. ``scratch`` holds one list of buffers per
     thread (chunks are dealt round-robin, thread 0 being the caller); those marked in
     ``trim`` are cut to the rows of a short last chunk. The kernel's results, partial
-    reductions over each chunk's rows, are combined by ``combine`` (per result: "sum",
-    "amax", ...) in chunk order, so the result does not depend on the number of threads.
+    reductions over each chunk's rows, are combined by ``combine`` (per result, the ufunc
+    of its primitive's ``Combiner``: "add", "maximum", ...) in chunk order, so the result
+    does not depend on the number of threads (``set_num_threads``).
     """
     starts = range(0, rows, step)
     partials = [None] * len(starts)
-    threads = len(scratch)
+    threads = min(len(scratch), get_num_threads())
 
     def work(t):
         buffers = scratch[t]
@@ -101,7 +102,7 @@ def run_chunks(kernel, args, scratch, *, rows, step, sliced, trim, combine):
             f.result()
     else:
         work(0)
-    return tuple(_COMBINE[c](np.stack([p[i] for p in partials]), axis=0)
+    return tuple(getattr(np, c).reduce(np.stack([p[i] for p in partials]), axis=0)
                  for i, c in enumerate(combine))
 
 
@@ -113,3 +114,29 @@ def _executor():
         _pool = concurrent.futures.ThreadPoolExecutor(max(1, (os.cpu_count() or 1) - 1),
                                                       thread_name_prefix="tracegrad-chunks")
     return _pool
+
+
+# the C tier --------------------------------------------------------------------------------
+
+class CKernel:
+    """A kernel of the C tier, called as its NumPy tier is: ``kernel(inputs..., outputs...,
+    ws)`` returns the partial results (arrays it allocates). Arrays that are not
+    C-contiguous in the dtype the kernel was built for are made so first (a copy); the
+    kernel runs on ``get_num_threads()`` threads."""
+
+    def __init__(self, fn, dtypes_, partials):
+        import ctypes
+        fn.restype = None
+        fn.argtypes = [ctypes.c_void_p] * (len(dtypes_) + len(partials)) + [ctypes.c_int]
+        self.fn, self.dtypes, self.partials = fn, tuple(dtypes_), tuple(partials)
+
+    def __call__(self, *args):
+        keep, ptrs = [], []
+        for a, dt in zip(args, self.dtypes):     # the last arg, the workspace, is not used
+            if type(a) is not np.ndarray or a.dtype != dt or not a.flags.c_contiguous:
+                a = np.ascontiguousarray(a, dtype=dt)
+                keep.append(a)
+            ptrs.append(a.ctypes.data)
+        parts = tuple(np.empty(shape, dt) for shape, dt in self.partials)
+        self.fn(*ptrs, *[p.ctypes.data for p in parts], get_num_threads())
+        return parts

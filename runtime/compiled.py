@@ -25,6 +25,7 @@ from tracegrad.tensor import Tensor
 from tracegrad.trace import Tracer
 from tracegrad.transform import instrument
 
+from . import tiers
 from .events import phase
 from .variant import build
 
@@ -35,10 +36,9 @@ DEFAULT_MAX_VARIANTS = 8
 class CompiledFunction:
     """The callable ``tracegrad.compile`` returns (see the module docstring)."""
 
-    def __init__(self, fn, *, backend="auto", dynamic=None, fullgraph=False,
+    def __init__(self, fn, *, backend=None, dynamic=None, fullgraph=False,
                  max_variants=DEFAULT_MAX_VARIANTS):
-        if backend not in ("auto", "numpy", "cuda"):
-            raise ValueError(f"compile: backend must be 'auto', 'numpy' or 'cuda', got {backend!r}")
+        backend = tiers.choose(backend)
         self._fn = fn
         self._module = fn if _is_module(fn) else None
         target = type(fn).forward if self._module is not None else fn
@@ -139,11 +139,10 @@ class CompiledFunction:
             .replace(">", "")
         v = build(traced, label, _gm.grad_enabled and not _gm.inference,
                   dump_ir=_ir_dumper(label), profile_name=self._label,
-                  title=f"{self._label}{_where(self._target)}, variant {len(self._variants)}")
-        v.signature, v.paths = key, [self._readable(p) for p in paths]
-        v.sources = [_source_of(t, self._module, self._target) for t in traced.captured]
-        v.captured = list(traced.captured)
-        v.captured_meta = [_meta(t) for t in traced.captured]
+                  title=f"{self._label}{_where(self._target)}, variant {len(self._variants)}",
+                  backend=self.backend, signature=key, paths=[self._readable(p) for p in paths],
+                  sources=[_source_of(t, self._module, self._target) for t in traced.captured],
+                  captured=traced.captured, captured_meta=[_meta(t) for t in traced.captured])
         self._cache.setdefault(key, []).append(v)
         self._variants.append(v)
         self.stats["compiles"] += 1
@@ -202,6 +201,12 @@ class CompiledFunction:
         return self._latest().code
 
     @property
+    def kernels(self):
+        """The fused kernels of the variant last run, as kernel IR (printing shows it),
+        each marked with the tier it runs on."""
+        return KernelList(self._latest())
+
+    @property
     def graph(self):
         """The IR of the variant last run, forward then backward, as text."""
         return self._latest().graph_text()
@@ -251,6 +256,7 @@ class CompiledFunction:
                 ops = sum(len(g.nodes) for g in groups)
                 lines.append(f"    {len(groups)} fused group(s) of {ops} ops; "
                              f"{v.workspace_bytes} bytes of buffers kept between calls")
+                lines.append(f"    kernels: {_tier_words(v, self.backend)}")
         for r in s["retrace_reasons"]:
             lines.append(f"  retraced because {r}")
         if self._eager:
@@ -262,6 +268,35 @@ class CompiledFunction:
 
     def __get__(self, obj, objtype=None):      # decorating a method
         return self if obj is None else functools.partial(self, obj)
+
+
+class KernelList(list):
+    """A variant's kernels (``kernel.Kernel``); ``str`` prints each one's IR and tier."""
+
+    def __init__(self, variant):
+        super().__init__(variant.kernel_ir)
+        self.variant = variant
+
+    def __str__(self):
+        v = self.variant
+        return "\n".join(f"{k}\n  tier: {'c' if k.name in v.c_kernels else 'numpy'}"
+                         + (f" ({v.c_skipped[k.name]})" if k.name in v.c_skipped else "")
+                         for k in self)
+
+    __repr__ = __str__
+
+
+def _tier_words(v, backend):
+    n = len(v.kernel_ir)
+    if v.tier == "c":
+        kept = len(v.c_kernels)
+        return (f"{kept} of {n} on the C tier (built in {v.c_seconds:.2f} s)"
+                + (f", {n - kept} on NumPy" if kept < n else ""))
+    if backend == "numpy":
+        return f"{n} on the NumPy tier (backend='numpy')"
+    return f"{n} on the NumPy tier" + (" (the C build is under way)"
+                                      if getattr(v, "c_thread", None) is not None
+                                      and v.c_thread.is_alive() else "")
 
 
 # signatures --------------------------------------------------------------------------------

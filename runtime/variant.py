@@ -18,14 +18,37 @@ from tracegrad.passes.autodiff import active_values
 from tracegrad.tensor import Tensor
 from tracegrad.trace import OutputRef, map_structure
 
+from . import tiers
 from .backward import CompiledFunctionBackward
 from .events import phase, run_generated
 
 
 class Variant:
-    """Generated code plus what the runtime needs to call it and to check it still fits."""
+    """Generated code plus what the runtime needs to call it and to check it still fits.
+
+    ``signature`` and ``paths`` describe the call it was traced for; ``captured`` are the
+    tensors it reads besides the arguments, with their ``sources`` (name, getter) and
+    metadata, checked before each call. ``build`` fills in the code; ``tier`` says where
+    its fused kernels run ("numpy", then "c" once the C build is ready).
+    """
 
     _result_index = None    # per variant, once: the output index when the result is one tensor
+
+    def __init__(self, label, title, profile_name, signature=None, paths=(), sources=(),
+                 captured=(), captured_meta=()):
+        self.label, self.title, self.profile_name = label, title, profile_name
+        self.signature, self.paths = signature, list(paths)
+        self.sources, self.captured = list(sources), list(captured)
+        self.captured_meta = list(captured_meta)
+        self.tier, self.kernel_ir, self.namespace = "numpy", [], {}
+        self.c_source, self.c_kernels, self.c_skipped, self.c_seconds = None, [], {}, None
+
+    @property
+    def code(self):
+        """The generated Python module, then the C source of its kernels once built."""
+        if self.c_source is None:
+            return self.python_code
+        return f"{self.python_code}\n\n/* ---- the C tier ---- */\n{self.c_source}"
 
     def run(self, tensors):
         """Results for one call; ``tensors`` are the argument tensors then the captured ones."""
@@ -85,10 +108,12 @@ class Variant:
                 + print_graph(self.backward_graph, "backward"))
 
 
-def build(traced, label, want_grad, dump_ir=None, check=None, title=None, profile_name=None):
-    """A ``Variant`` for ``traced`` (from ``Tracer.finish``); ``want_grad``: grad mode was on."""
+def build(traced, label, want_grad, dump_ir=None, check=None, title=None, profile_name=None,
+          backend="auto", **call):
+    """A ``Variant`` for ``traced`` (from ``Tracer.finish``); ``want_grad``: grad mode was on;
+    ``call``: the ``Variant`` fields that describe the call (signature, paths, captured...)."""
     g = traced.graph
-    v = Variant()
+    v = Variant(label, title or label, profile_name or label, **call)
     n_res = traced.out_tree[1]
     n_mut = len(traced.mutations)
     inputs = list(traced.arg_tensors) + list(traced.captured)
@@ -112,7 +137,6 @@ def build(traced, label, want_grad, dump_ir=None, check=None, title=None, profil
     v.wrt, v.seeds = wrt, seeds
     v.out_meta = tuple((graph.outputs[k].shape, graph.outputs[k].dtype.np, None) for k in seeds)
     n_kept = n_res + n_mut
-    v.profile_name = profile_name or label
     with phase(v.profile_name, "passes", "compile"):
         fwd, bwd, joint, grad_index = _passes(graph, wrt, seeds, dump_ir, check, v.mutated)
     if seeds:
@@ -132,7 +156,8 @@ def build(traced, label, want_grad, dump_ir=None, check=None, title=None, profil
         v.grad_index, v.saved_inputs, v.copy_residuals = [], [], []
     v.forward_graph = Graph(fwd.inputs, fwd.nodes, returned, fwd.groups, fwd.plan)
     with phase(v.profile_name, "codegen", "compile"):
-        _generate(v, traced, label, title or label)
+        _generate(v, traced, label, v.title)
+    tiers.start(v, backend)
     return v
 
 
@@ -183,7 +208,9 @@ def _generate(v, traced, label, title):
     source = "\n".join(parts + imports + header_globals + workspaces + ["", ""]
                        + ["\n\n\n".join(functions)]) + "\n"
     ns, filename = py.load(source, label, em.env)
-    v.code = source
+    v.python_code = source
+    v.namespace = ns
+    v.kernel_ir = em.kernel_ir
     v.workspace_bytes = sum(Workspace(*spec).nbytes() for spec in em.workspaces.values())
     v.filename = filename
     v.forward = ns["forward"]

@@ -1,0 +1,465 @@
+"""C-like renderers of the kernel IR: one ``Language`` object per target.
+
+A language holds the ``code_for_op`` table (each elementwise primitive's one C
+expression, ``Primitive.c_template``, shared by C and CUDA) and ``render_kernel``,
+one walk over a kernel's op list. The C renderer writes one function per kernel::
+
+    // fused0: mul add mul mul mul mul add mul tanh add mul sum
+    void forward_fused0(const float *restrict x_, const float *restrict a_,
+                        const float *restrict b_, float *restrict out_, int nt) {
+      double *out_parts = ...;           // one partial sum per thread
+      #pragma omp parallel num_threads(nt) if (1000000 >= PARALLEL_MIN)
+      {
+        double *out_part = out_parts + omp_get_thread_num();
+        #pragma omp for schedule(static)
+        for (int64_t o = 0; o < 245; o++) {
+          ...
+          #pragma omp simd reduction(+:out_acc)
+          for (int64_t j = 0; j < n; j++) {
+            float x = x_[i0 + j];
+            // w1.py:5: y = gelu_tanh(x*a + b)
+            float c = x * a;
+            ...
+            out_acc = out_acc + y;
+          }
+          *out_part = *out_part + out_acc;
+        }
+      }
+      ... the parts combine in thread order; out_[0] = (float)sum;
+    }
+
+Loops: the domain's axes are coalesced where every array's index map allows; the
+outer loop runs over all axes but the last (or over blocks of a single axis) on
+OpenMP threads, and the inner loop, contiguous, is ``omp simd``. A per-row reduction
+(softmax's max and sum, layer norm's mean and variance) reduces the last axes: the
+outer loop runs per row through *phases*, one inner loop a phase, each computing
+what the next needs. Reductions over the rows accumulate per thread and combine in
+thread order, so a result does not depend on scheduling. float32 sums accumulate in
+float64 (the primitive's ``Combiner``). The C tier takes float32, float64 and bool;
+a kernel with another dtype, or an op without a C form, raises ``Unsupported`` and
+stays on the NumPy tier.
+"""
+import math
+import os
+
+from tracegrad import dtypes
+
+from .kernel import Input, Literal, Reduce, strides
+
+# Elements of a kernel's domain from which its outer loop runs on several threads.
+# Measured with benchmarks/threads.py (W1's forward kernel, 2 cores): below about 2**15
+# elements the cost of waking the second thread is larger than the work it takes.
+PARALLEL_MIN = 1 << 15
+BLOCK = 4096            # elements per outer iteration when the domain has one axis
+
+
+class Unsupported(Exception):
+    """The kernel has something this language does not render; it stays on NumPy."""
+
+
+_C_KEYWORDS = frozenset("""auto break case char const continue default do double else enum
+extern float for goto if inline int long register restrict return short signed sizeof static
+struct switch typedef union unsigned void volatile while bool true false int64_t NAN INFINITY
+exp log log1p expm1 sqrt sin cos tanh erf fabs floor ceil trunc rint pow isnan isinf j o
+nt tid i n y0 y1 j0 j1 yn jn gamma lgamma tgamma fmax fmin""".split())
+
+
+class Language:
+    """A C-like target: type names, literals, the op table, and the kernel walk."""
+    types = {dtypes.float32: "float", dtypes.float64: "double", dtypes.bool: "bool"}
+
+    def ctype(self, dtype):
+        try:
+            return self.types[dtype]
+        except KeyError:
+            raise Unsupported(f"dtype {dtype.name}") from None
+
+    def literal(self, value, dtype):
+        if dtype is dtypes.bool:
+            return "true" if value else "false"
+        v = float(value)
+        suffix = "f" if dtype is dtypes.float32 else ""
+        if math.isnan(v):
+            return f"({self.ctype(dtype)})NAN"
+        if math.isinf(v):
+            return f"({'-' if v < 0 else ''}({self.ctype(dtype)})INFINITY)"
+        return f"{v!r}{suffix}" if v >= 0 else f"({v!r}{suffix})"
+
+    def template(self, prim):
+        return prim.c_template
+
+    def code_for_op(self, op, args):
+        """One C expression computing ``op`` from ``args`` (names or rendered literals)."""
+        t = self.template(op.prim)
+        if t is None:
+            raise Unsupported(f"{op.op} has no C form")
+        slots = dict(zip(op.prim.args, args))
+        for k, v in op.params.items():
+            slots[k] = (self.literal(v, op.dtype) if isinstance(v, (int, float))
+                        and not isinstance(v, bool) else v)
+        expr = t(**slots) if callable(t) else t.format(**slots)
+        if expr is None:
+            raise Unsupported(f"{op.op} with {op.params} has no C form")
+        return expr
+
+
+class C(Language):
+    """The CPU tier: a C11 function with OpenMP threads and ``omp simd`` inner loops."""
+
+    def render_kernel(self, kernel, site_comment=None, simd_math=True):
+        """Source of one C function for ``kernel`` (raises ``Unsupported``)."""
+        return _Writer(self, kernel, site_comment or (lambda s: None)).render()
+
+
+# the walk -----------------------------------------------------------------------------------
+
+class _Array:
+    """An array the function touches: name, C type, element strides over the coalesced axes."""
+
+    def __init__(self, name, ctype, strides):
+        self.name, self.ctype, self.strides = name, ctype, strides
+
+
+class _Writer:
+    def __init__(self, lang, kernel, site_comment):
+        self.lang, self.k, self.site_comment = lang, kernel, site_comment
+        self.lines, self.depth = [], 0
+        self.names = {}
+
+    # names ----------------------------------------------------------------------------------
+    def c(self, name):
+        """The C identifier of an SSA name (the user's, unless C or the loops use it)."""
+        if name not in self.names:
+            base = name if name not in _C_KEYWORDS and not name.startswith("__") else name + "_"
+            while base in self.names.values():
+                base += "_"
+            self.names[name] = base
+        return self.names[name]
+
+    def emit(self, line=""):
+        self.lines.append("  " * self.depth + line if line else "")
+
+    def open(self, line):
+        self.emit(line + " {")
+        self.depth += 1
+
+    def close(self, tail=""):
+        self.depth -= 1
+        self.emit("}" + tail)
+
+    # planning -------------------------------------------------------------------------------
+    def plan(self):
+        k = self.k
+        for op in k.body:
+            if op.dtype not in self.lang.types or isinstance(op, Reduce) \
+                    and op.acc_dtype not in self.lang.types:
+                raise Unsupported(f"{op.op} in {op.dtype.name}")
+        for i in k.inputs:
+            self.lang.ctype(i.dtype)
+        domain = k.domain or (1,)
+        if math.prod(domain) == 0:
+            raise Unsupported("an empty domain")      # NumPy's errors for empty reductions
+        rowwise = [op for op in k.body if isinstance(op, Reduce) and not op.spans]
+        axes = {op.axes for op in rowwise}
+        if len(axes) > 1:
+            raise Unsupported("per-row reductions over different axes")
+        inner = set(next(iter(axes))) if axes else set()
+        if inner and sorted(inner) != list(range(min(inner), len(domain))):
+            raise Unsupported("a per-row reduction that keeps a later axis")
+        # index maps over the domain: inputs, every op's value, the reductions' results
+        maps = {i.name: strides(i.value.shape, domain) for i in k.inputs}
+        for op in k.body:
+            maps[op.name] = strides(_kept(op, len(domain)) if isinstance(op, Reduce)
+                                    else op.shape, domain)
+        groups = _coalesce(domain, list(maps.values()), inner)
+        self.shape = [math.prod(domain[a] for a in g) for g in groups]
+        self.maps = {n: tuple(s[g[-1]] for g in groups) for n, s in maps.items()}
+        self.rowwise = bool(inner)
+        if inner and (groups[-1] != sorted(inner) or self.shape[-1] == 1):
+            raise Unsupported("per-row axes that do not coalesce into one")
+        # levels: "row" values are the same along the inner loop (computed once a row)
+        last = len(self.shape) - 1
+        self.level = {}
+        for n, s in self.maps.items():
+            self.level[n] = "row" if self.rowwise and s[last] == 0 else "point"
+        # phases: a per-row reduction's result is there after the loop that accumulates it
+        phase, ready = {i.name: 0 for i in k.inputs}, {}
+        for op in k.body:
+            args = [phase[a] for a in op.operands()]
+            if isinstance(op, Reduce):
+                phase[op.name] = (args[0] + 1) if not op.spans else args[0]
+                ready[op.name] = args[0]    # the loop it accumulates in
+            else:
+                phase[op.name] = max(args, default=0)
+                if op.operands() and all(self.level[a] == "row" for a in op.operands()):
+                    self.level[op.name] = "row"
+        self.phase, self.acc_phase = phase, ready
+        # a value the kernel computes only from per-row values is a per-row value
+        for op in k.body:
+            if isinstance(op, Reduce) and not op.spans:
+                self.level[op.name] = "row"
+
+    # rendering ------------------------------------------------------------------------------
+    def render(self):
+        self.plan()
+        k, lang = self.k, self.lang
+        ops = {op.name: op for op in k.body}
+        params = [f"const {lang.ctype(i.dtype)} *restrict {self.c(i.name)}_" for i in k.inputs]
+        params += [f"{lang.ctype(op.dtype)} *restrict {self.c(op.name)}_"
+                   for op in k.outputs + k.partials]
+        size = math.prod(k.domain or (1,))
+        self.emit(f"// {k.label}: {k.op_names()}; one pass over "
+                  f"[{','.join(map(str, k.domain))}]")
+        self.open(f"void {k.name}({', '.join(params + ['int nt'])})")
+        for p in k.partials:        # one accumulator set per thread, combined in order
+            n, acc = self.c(p.name), lang.ctype(p.acc_dtype)
+            count = self.part_size(p)
+            self.emit(f"{acc} *{n}_parts = malloc(sizeof({acc}) * {count} * (size_t)nt);")
+            self.emit(f"for (int64_t i = 0; i < {count} * (int64_t)nt; i++) "
+                      f"{n}_parts[i] = {lang.literal(p.combiner.identity(p.dtype), p.acc_dtype)};")
+        self.emit(f"#pragma omp parallel num_threads(nt) if ({size} >= {PARALLEL_MIN})")
+        self.open("")
+        for p in k.partials:
+            n = self.c(p.name)
+            self.emit(f"{lang.ctype(p.acc_dtype)} *{n}_part = {n}_parts + "
+                      f"{self.part_size(p)} * (int64_t)omp_get_thread_num();")
+        self.outer_loop(ops)
+        self.close()
+        for p in k.partials:
+            self.combine(p)
+        self.close()
+        return "\n".join(self.lines)
+
+    def part_size(self, p):
+        return max(1, math.prod(p.shape))
+
+    def outer_loop(self, ops):
+        shape, last = self.shape, len(self.shape) - 1
+        blocks = len(shape) == 1 and not self.rowwise
+        outer = -(-shape[0] // BLOCK) if blocks else math.prod(shape[:last])
+        self.emit("#pragma omp for schedule(static)")
+        self.open(f"for (int64_t o = 0; o < {outer}; o++)")
+        # the offset of each array's row: the outer index split into the outer axes
+        if blocks:
+            self.emit(f"int64_t n = {shape[0]} - o * {BLOCK} < {BLOCK} ? "
+                      f"{shape[0]} - o * {BLOCK} : {BLOCK};")
+            self.base = {name: f"o * {BLOCK * s[0]}" if s[0] else "0"
+                         for name, s in self.maps.items()}
+        else:
+            self.emit(f"const int64_t n = {shape[last]};")
+            idx, rest = [], "o"
+            for a in range(last - 1, -1, -1):
+                idx.append((a, f"({rest} % {shape[a]})" if a else rest))
+                rest = f"({rest} / {shape[a]})"
+            self.base = {}
+            for name, s in self.maps.items():
+                terms = [f"{i} * {s[a]}" for a, i in idx if s[a]]
+                self.base[name] = " + ".join(terms) or "0"
+        self.stride = {name: s[-1] for name, s in self.maps.items()}
+        self.done = set()       # per-row values computed so far in this outer iteration
+        phases = max([self.phase[op.name] for op in self.k.body if self.level[op.name] == "point"]
+                     + [self.acc_phase.get(op.name, 0) for op in self.k.body
+                        if isinstance(op, Reduce)] + [0])
+        for q in range(phases + 1):
+            self.row_values(ops, q)
+            self.inner_loop(ops, q)
+        self.row_values(ops, phases + 1)
+        self.close()
+
+    def row_values(self, ops, q):
+        """Per-row values whose inputs are there before loop ``q``, computed once a row."""
+        for op in self.k.body:
+            if self.level[op.name] != "row" or op.name in self.done or self.phase[op.name] > q:
+                continue
+            if isinstance(op, Reduce):
+                continue            # finished by the loop that accumulates it
+            self.value(op, row=True)
+            self.done.add(op.name)
+            if op in self.k.outputs:
+                self.emit(f"{self.c(op.name)}_[{self.base[op.name]}] = {self.c(op.name)};")
+            for p in self.k.partials:
+                if p.args[0] == op.name:
+                    self.accumulate_into_part(p, self.c(op.name), row=True)
+
+    def inner_loop(self, ops, q):
+        """Loop ``q`` over the inner axis: accumulates the reductions of phase ``q`` and
+        writes the outputs computed in it, computing each point value it needs."""
+        k, lang = self.k, self.lang
+        reds = [op for op in k.body if isinstance(op, Reduce) and self.acc_phase[op.name] == q
+                and self.level[op.args[0]] == "point"]
+        writes = [op for op in k.outputs if self.level[op.name] == "point"
+                  and self.phase[op.name] == q]
+        if not reds and not writes:
+            return
+        need = self.closure([r.args[0] for r in reds] + [w.name for w in writes], ops)
+        for name in need:       # per-row inputs the loop reads: once a row, before it
+            for a in ops[name].operands() if name in ops else ():
+                if self.level[a] == "row":
+                    self.arg(a, True)
+        scalar = [r for r in reds if not r.spans or self.stride[r.name] == 0]
+        for r in scalar:
+            self.emit(f"{lang.ctype(r.acc_dtype)} {self.c(r.name)}_acc = "
+                      f"{lang.literal(r.combiner.identity(r.dtype), r.acc_dtype)};")
+        clauses = "".join(f" reduction({self.reduction_op(r)}:{self.c(r.name)}_acc)"
+                          for r in scalar)
+        self.emit(f"#pragma omp simd{clauses}")
+        self.open("for (int64_t j = 0; j < n; j++)")
+        prev = None
+        for name in need:
+            op = ops.get(name)
+            if op is None:      # an input read at this point
+                self.emit(f"const {lang.ctype(self.input(name).dtype)} {self.c(name)} = "
+                          f"{self.c(name)}_[{self.index(name)}];")
+                continue
+            comment = self.site_comment(op.site) if op.site and op.site != prev else None
+            if comment:
+                self.emit(f"// {comment}")
+            prev = op.site or prev
+            self.value(op)
+        for w in writes:
+            self.emit(f"{self.c(w.name)}_[{self.index(w.name)}] = {self.c(w.name)};")
+        for r in reds:
+            src = self.cast(r.args[0], r.acc_dtype)
+            if r in scalar:
+                self.emit(f"{self.c(r.name)}_acc = {self.combine_expr(r, self.c(r.name) + '_acc', src)};")
+            else:       # each j its own slot of the thread's partial
+                slot = f"{self.c(r.name)}_part[{self.index(r.name)}]"
+                self.emit(f"{slot} = {self.combine_expr(r, slot, src)};")
+        self.close()
+        for r in scalar:
+            if r.spans:
+                self.accumulate_into_part(r, f"{self.c(r.name)}_acc", row=True, raw=True)
+            else:
+                self.emit(f"const {lang.ctype(r.dtype)} {self.c(r.name)} = "
+                          f"({lang.ctype(r.dtype)}){self.c(r.name)}_acc;")
+                self.done.add(r.name)
+                if r in k.outputs:
+                    self.emit(f"{self.c(r.name)}_[{self.base[r.name]}] = {self.c(r.name)};")
+
+    def closure(self, names, ops):
+        """Point values (and inputs read per point) that ``names`` need, in body order."""
+        want, stack = set(), list(names)
+        while stack:
+            n = stack.pop()
+            if n in want or self.level.get(n) == "row":
+                continue
+            want.add(n)
+            if n in ops:
+                stack.extend(ops[n].operands())
+        order = [i.name for i in self.k.inputs] + [op.name for op in self.k.body]
+        return [n for n in order if n in want]
+
+    def value(self, op, row=False):
+        ctype = self.lang.ctype(op.dtype)
+        args = [self.arg(a, row) for a in op.args]
+        self.emit(f"const {ctype} {self.c(op.name)} = {self.lang.code_for_op(op, args)};")
+
+    def arg(self, a, row):
+        if type(a) is Literal:
+            return self.lang.literal(a.value, a.dtype)
+        inp = self.input(a)
+        if inp is not None and self.level[a] == "row" and a not in self.done:
+            # a per-row input: read once a row, where first needed
+            self.emit(f"const {self.lang.ctype(inp.dtype)} {self.c(a)} = "
+                      f"{self.c(a)}_[{self.base[a]}];")
+            self.done.add(a)
+        return self.c(a)
+
+    def input(self, name):
+        return next((i for i in self.k.inputs if i.name == name), None)
+
+    def index(self, name):
+        s = self.stride[name]
+        base = self.base[name]
+        point = "j" if s == 1 else f"j * {s}" if s else ""
+        return " + ".join(p for p in (base if base != "0" else "", point) if p) or "0"
+
+    def cast(self, name, dtype):
+        return f"({self.lang.ctype(dtype)}){self.c(name)}"
+
+    def reduction_op(self, r):
+        return {"add": "+", "multiply": "*"}.get(r.combiner.ufunc) or \
+            f"tg_{r.combiner.ufunc}_{self.lang.ctype(r.acc_dtype)}"
+
+    def combine_expr(self, r, acc, x):
+        return r.combiner.c.format(acc=acc, x=x)
+
+    def accumulate_into_part(self, p, value, row, raw=False):
+        slot = f"{self.c(p.name)}_part[{self.base[p.name]}]"
+        x = value if raw else self.cast_expr(value, p.acc_dtype)
+        self.emit(f"{slot} = {self.combine_expr(p, slot, x)};")
+
+    def cast_expr(self, expr, dtype):
+        return f"({self.lang.ctype(dtype)}){expr}"
+
+    def combine(self, p):
+        """After the threads: combine their parts in thread order into the result."""
+        n, acc = self.c(p.name), self.lang.ctype(p.acc_dtype)
+        count = self.part_size(p)
+        self.open(f"for (int64_t i = 0; i < {count}; i++)")
+        self.emit(f"{acc} total = {n}_parts[i];")
+        self.emit(f"for (int t = 1; t < nt; t++) total = "
+                  f"{self.combine_expr(p, 'total', f'{n}_parts[t * {count} + i]')};")
+        self.emit(f"{n}_[i] = ({self.lang.ctype(p.dtype)})total;")
+        self.close()
+        self.emit(f"free({n}_parts);")
+
+
+def _kept(op, ndim):
+    """The shape of a reduction's result with its reduced axes kept as 1s."""
+    return tuple(1 if a in op.axes else n for a, n in
+                 enumerate(op.value.shape if op.keepdim else _unreduce(op, ndim)))
+
+
+def _unreduce(op, ndim):
+    shape, it = [], iter(op.value.shape)
+    for a in range(ndim):
+        shape.append(1 if a in op.axes else next(it))
+    return tuple(shape)
+
+
+def _coalesce(domain, maps, inner):
+    """Groups of adjacent domain axes that every index map walks as one (an axis of
+    size 1 joins its neighbour), never joining a per-row axis with another."""
+    groups = [[0]]
+    for a in range(1, len(domain)):
+        prev = groups[-1][-1]
+        same_side = (a in inner) == (prev in inner)
+        if same_side and all(s[prev] == s[a] * domain[a] for s in maps):
+            groups[-1].append(a)
+        else:
+            groups.append([a])
+    return groups
+
+
+_FLOAT_MATH = {"expf", "logf", "sinf", "cosf", "tanhf", "erff", "log1pf", "expm1f", "powf"}
+
+
+def declarations(kernels, lang, simd_math):
+    """The preamble one library's kernels share: includes, the vector math that
+    libmvec provides (``simd_math``), and the NaN-propagating max/min reductions."""
+    lines = ["#include <math.h>", "#include <stdbool.h>", "#include <stdint.h>",
+             "#include <stdlib.h>", "#include <omp.h>", ""]
+    if simd_math:       # before <tgmath.h>, whose macros would rewrite these names
+        lines.append("// vector variants from glibc's libmvec")
+        for fn in ("expf", "logf", "sinf", "cosf", "tanhf", "erff", "log1pf", "expm1f",
+                   "powf", "exp", "log", "sin", "cos", "tanh", "erf", "log1p", "expm1", "pow"):
+            ftype = "float" if fn in _FLOAT_MATH else "double"
+            args = ", ".join([ftype] * (2 if fn.startswith("pow") else 1))
+            lines.append(f"#pragma omp declare simd notinbranch\n{ftype} ({fn})({args});")
+        lines.append("")
+    lines += ["#include <tgmath.h>", ""]
+    for ufunc, cmp in (("maximum", ">"), ("minimum", "<")):
+        for ctype, ident in (("float", "INFINITY"), ("double", "INFINITY")):
+            start = f"-{ident}" if ufunc == "maximum" else ident
+            lines.append(f"#pragma omp declare reduction(tg_{ufunc}_{ctype} : {ctype} : "
+                         f"omp_out = (omp_out {cmp} omp_in || isnan(omp_out) ? omp_out : "
+                         f"omp_in)) initializer(omp_priv = {start})")
+    return "\n".join(lines) + "\n"
+
+
+def site_name(site):
+    return os.path.basename(site) if site else ""
+
+
+__all__ = ["C", "Language", "Unsupported", "declarations", "Input", "PARALLEL_MIN"]
