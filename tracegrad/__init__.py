@@ -29,16 +29,21 @@ from .autograd import (
 )
 from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enabled
 from .autograd.function import Function
+from .parallel import get_num_threads, set_num_threads
 
 _install_new_methods()
 
 
-def compile(fn=None, *, backend="auto", dynamic=None, fullgraph=False, mode=None,
+def compile(fn=None, *, backend=None, dynamic=None, fullgraph=False, mode=None,
             max_variants=8):
     """Trace ``fn`` (a function or an ``nn.Module``) into an IR and run generated code.
 
     Works as ``@compile``, ``@compile(backend=...)`` and ``compile(model)``. The result
     takes and returns what ``fn`` does; its tensor outputs take part in autograd.
+    ``backend``: "auto" (the default, or ``$TRACEGRAD_BACKEND``) runs fused groups on the
+    NumPy tier at once and on C kernels once they are built in the background; "c" waits
+    for the C build; "numpy" never builds. Without a C compiler, "auto" and "c" keep the
+    NumPy tier and warn once.
     Every variant is specialised to its shapes (``dynamic`` is accepted for PyTorch's
     signature) and there are no graph breaks: a construct that cannot be traced raises,
     so ``fullgraph`` is always in effect. ``max_variants`` bounds retracing before the
