@@ -166,6 +166,11 @@ class _Writer:
         inner = set(next(iter(axes))) if axes else set()
         if inner and sorted(inner) != list(range(min(inner), len(domain))):
             raise Unsupported("a per-row reduction that keeps a later axis")
+        # a reduction over axes of size 1 combines one element: a point op
+        self.single = {op.name for op in rowwise} if inner and \
+            math.prod(domain[a] for a in inner) == 1 else set()
+        if self.single:
+            inner = set()
         # index maps over the domain: inputs, every op's value, the reductions' results
         maps = {i.name: strides(i.value.shape, domain) for i in k.inputs}
         for op in k.body:
@@ -186,7 +191,7 @@ class _Writer:
         phase, ready = {i.name: 0 for i in k.inputs}, {}
         for op in k.body:
             args = [phase[a] for a in op.operands()]
-            if isinstance(op, Reduce):
+            if isinstance(op, Reduce) and op.name not in self.single:
                 phase[op.name] = (args[0] + 1) if not op.spans else args[0]
                 ready[op.name] = args[0]    # the loop it accumulates in
             else:
@@ -196,7 +201,7 @@ class _Writer:
         self.phase, self.acc_phase = phase, ready
         # a value the kernel computes only from per-row values is a per-row value
         for op in k.body:
-            if isinstance(op, Reduce) and not op.spans:
+            if isinstance(op, Reduce) and not op.spans and op.name not in self.single:
                 self.level[op.name] = "row"
 
     # rendering ------------------------------------------------------------------------------
@@ -285,8 +290,8 @@ class _Writer:
         """Loop ``q`` over the inner axis: accumulates the reductions of phase ``q`` and
         writes the outputs computed in it, computing each point value it needs."""
         k, lang = self.k, self.lang
-        reds = [op for op in k.body if isinstance(op, Reduce) and self.acc_phase[op.name] == q
-                and self.level[op.args[0]] == "point"]
+        reds = [op for op in k.body if isinstance(op, Reduce) and op.name not in self.single
+                and self.acc_phase[op.name] == q and self.level[op.args[0]] == "point"]
         writes = [op for op in k.outputs if self.level[op.name] == "point"
                   and self.phase[op.name] == q]
         if not reds and not writes:
@@ -312,8 +317,8 @@ class _Writer:
                           f"{self.c(name)}_[{self.index(name)}];")
                 continue
             comment = self.site_comment(op.site) if op.site and op.site != prev else None
-            if comment:
-                self.emit(f"// {comment}")
+            if comment:     # a trailing backslash would continue the comment onto the code
+                self.emit("// " + comment.rstrip(" \\"))
             prev = op.site or prev
             self.value(op)
         for w in writes:
@@ -351,6 +356,12 @@ class _Writer:
 
     def value(self, op, row=False):
         ctype = self.lang.ctype(op.dtype)
+        if op.name in self.single:      # one element: the identity combined with it
+            x = self.cast(op.args[0], op.acc_dtype)
+            start = self.lang.literal(op.combiner.identity(op.dtype), op.acc_dtype)
+            self.emit(f"const {ctype} {self.c(op.name)} = "
+                      f"({ctype}){self.combine_expr(op, start, x)};")
+            return
         args = [self.arg(a, row) for a in op.args]
         self.emit(f"const {ctype} {self.c(op.name)} = {self.lang.code_for_op(op, args)};")
 

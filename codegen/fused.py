@@ -144,6 +144,7 @@ def emit_kernel(em, kernel, namer, site_comment):
             if buf is not None:
                 buffer_of[op.name] = buf
                 holders[buf] = holders.get(buf, 0) + 1
+            release(i, op)      # (again, for an alias: only once it holds the buffer too)
         comment = site_comment(op.site) if op.site and op.site != prev_site else None
         prev_site = op.site or prev_site
         body.extend((comment if k == 0 else None, py.stmt(s)) for k, s in enumerate(stmts))
@@ -191,7 +192,6 @@ def _compute(em, op, target, want, scratch, release):
     prim = op.prim
     form = prim.np_out
     if form is None and prim.np_template == "{self}":        # an identity
-        release()
         if target:
             return [f"np.copyto({target}, {op.args[0]})"], None
         return [f"{op.name} = {op.args[0]}"], "alias"

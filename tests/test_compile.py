@@ -8,6 +8,9 @@ import pytest
 
 import tracegrad as tg
 
+# every test here runs on the NumPy tier and again on the C tier (conftest's backend)
+pytestmark = pytest.mark.usefixtures("backend")
+
 
 def _close(a, b, rtol=1e-6, atol=1e-7):
     np.testing.assert_allclose(np.asarray(a.detach()._data if isinstance(a, tg.Tensor) else a),

@@ -7,6 +7,9 @@ import tracegrad as tg
 
 from op_table import TABLE
 
+# every test here runs on the NumPy tier and again on the C tier (conftest's backend)
+pytestmark = pytest.mark.usefixtures("backend")
+
 
 def _outs(out):
     return list(out) if isinstance(out, (tuple, list)) else [out]

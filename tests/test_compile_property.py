@@ -541,7 +541,8 @@ def _close(got, want, what):
           suppress_health_check=[HealthCheck.function_scoped_fixture,
                                  HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(prog=programs())
-def test_random_programs_compile_like_eager(prog):
+def test_random_programs_compile_like_eager(prog, backend):
+    """On both tiers (``backend``): compile() without one takes the fixture's."""
     _check_program(prog)
 
 

@@ -1,0 +1,285 @@
+"""The kernel IR, the C renderer and the tiers (NumPy at once, C once built).
+
+The IR and the C text are pinned for a small group; the C tier is checked against
+eager for NaN/inf/-0.0, 0-d and empty tensors, ints and bools, reductions at 10M
+elements; the on-disk cache across processes, a missing compiler, the switch from
+NumPy to C in the middle of training, and the thread setting.
+"""
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+from tracegrad.codegen import build
+from tracegrad.runtime import tiers
+
+try:
+    build.toolchain()
+except build.BuildError as e:       # pragma: no cover - machines without a C compiler
+    pytest.skip(f"no C compiler: {e}", allow_module_level=True)
+
+
+def _compiled(fn, backend, *args, grad=False):
+    c = tg.compile(fn, backend=backend)
+    if grad:
+        out = c(*args)
+        outs = out if isinstance(out, tuple) else (out,)
+        sum(o.sum() for o in outs).backward()
+        return c, out
+    with tg.no_grad():
+        return c, c(*args)
+
+
+# the IR and the C text, pinned ----------------------------------------------------------------
+
+def test_kernel_ir_is_printed_with_index_maps_casts_and_reductions():
+    def f(x, b, i):
+        y = tg.tanh(x * b + i)
+        return y.sum(0)
+
+    c, _ = _compiled(f, "numpy", tg.ones(4, 3), tg.ones(3), tg.ones(4, 1, dtype=tg.int64))
+    line = f.__code__.co_firstlineno
+    assert str(c.kernels) == textwrap.dedent(f"""\
+        kernel forward_fused0 [4,3] {{
+          in x: f32[4,3] strides (3, 1)
+          in b: f32[3] strides (0, 1)
+          in i: i64[4,1] strides (1, 0)
+          t0: f32 = mul x b                                 # test_kernels.py:{line + 1}
+          i_float32: f32 = convert i  device=None dtype=float32 src_device=None  # test_kernels.py:{line + 1}
+          t1: f32 = add t0 i_float32                        # test_kernels.py:{line + 1}
+          y: f32 = tanh t1                                  # test_kernels.py:{line + 1}
+          out: f32[3] = sum y  axes=(0,) acc=f64 combine=add  # test_kernels.py:{line + 2}
+          partial (out)
+        }}
+          tier: numpy""")
+
+
+def test_c_text_is_pinned():
+    def f(x, b):
+        return tg.relu(x * b - 1)
+
+    c, _ = _compiled(f, "c", tg.ones(4, 3), tg.ones(3))
+    src = c._last.c_source
+    fn = src[src.index("// fused0"):]
+    line = f.__code__.co_firstlineno
+    assert fn == textwrap.dedent(f"""\
+        // fused0: mul sub relu; one pass over [4,3]
+        void forward_fused0(const float *restrict x_, const float *restrict b_, float *restrict out_, int nt) {{
+          #pragma omp parallel num_threads(nt) if (12 >= 32768)
+           {{
+            #pragma omp for schedule(static)
+            for (int64_t o = 0; o < 4; o++) {{
+              const int64_t n = 3;
+              #pragma omp simd
+              for (int64_t j = 0; j < n; j++) {{
+                const float x = x_[o * 3 + j];
+                const float b = b_[j];
+                // test_kernels.py:{line + 1}: return tg.relu(x * b - 1)
+                const float t0 = x * b;
+                const float t1 = t0 - 1.0f;
+                const float out = (t1 > 0 || isnan(t1) ? t1 : 0);
+                out_[o * 3 + j] = out;
+              }}
+            }}
+          }}
+        }}
+        """)
+    assert "#pragma omp declare simd notinbranch\nfloat (tanhf)(float);" in src
+    assert "-ffast-math" not in src and "-ffinite-math-only" not in src
+
+
+# semantics on the C tier ----------------------------------------------------------------------
+
+SPECIAL = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 1.5, -2.0, 1e-30, 3e38, -3e38],
+                   np.float32)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_nan_inf_and_negative_zero_propagate_as_numpy(dtype):
+    x = SPECIAL.astype(dtype)
+    y = np.roll(x, 3)
+
+    def f(x, y):
+        return (tg.relu(x) + 0, tg.maximum(x, y), tg.minimum(x, y), tg.sign(x),
+                tg.clamp(x, -1.0, 1.0), tg.where(x > y, x, y), tg.sigmoid(x), tg.exp(x),
+                tg.tanh(x), tg.log(tg.abs(x)), x * y, x / y, -x, tg.sqrt(x), x == y,
+                tg.isnan(x * y), tg.logical_not(x > 0), tg.erf(x), tg.floor(x) - x)
+
+    with tg.no_grad():
+        want = f(tg.tensor(x), tg.tensor(y))
+    c, got = _compiled(f, "c", tg.tensor(x), tg.tensor(y))
+    assert c._last.c_kernels, str(c.kernels)
+    rtol = 2e-6 if dtype == np.float32 else 1e-12
+    for k, (g, w) in enumerate(zip(got, want)):
+        g, w = g.numpy(), w.numpy()
+        assert g.dtype == w.dtype, k
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=0, err_msg=f"output {k}")
+        zeros = w == 0
+        assert (np.signbit(g[zeros]) == np.signbit(w[zeros])).all(), f"output {k}: sign of 0"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_max_min_reductions_propagate_nan(dtype):
+    x = np.arange(12, dtype=dtype).reshape(3, 4)
+    x[1, 2] = np.nan
+
+    def f(x):
+        return (x * 2).amax(-1), (x + 1).amin(0), (x - 1).amax()
+
+    with tg.no_grad():
+        want = f(tg.tensor(x))
+    c, got = _compiled(f, "c", tg.tensor(x))
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.numpy(), w.numpy())
+
+
+def test_float32_sums_of_10m_elements_stay_within_1e6_of_numpy():
+    x = np.random.default_rng(0).standard_normal(10_000_000, dtype=np.float32) + 0.5
+
+    def f(x):
+        return (x * 1.5).sum(), (x * x).mean(), (x * 0.5).amax()
+
+    c, got = _compiled(f, "c", tg.tensor(x))
+    assert c._last.c_kernels
+    want = [np.sum(x * np.float32(1.5)), np.mean(x * x), np.max(x * np.float32(0.5))]
+    for g, w in zip(got, want):
+        assert abs(float(g) - float(w)) <= 1e-6 * abs(float(w))
+
+
+@pytest.mark.parametrize("shape", [(), (0,), (3, 0), (1,)])
+def test_zero_d_and_empty_tensors(shape):
+    x = np.full(shape, 0.5, np.float32)
+
+    def f(x, y):
+        return tg.exp(x * y + 1) * 2, (x * y).sum()
+
+    for backend in ("numpy", "c"):
+        c, got = _compiled(f, backend, tg.tensor(x, requires_grad=True),
+                           tg.tensor(x, requires_grad=True), grad=True)
+        want = f(tg.tensor(x), tg.tensor(x))
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g.detach().numpy(), w.numpy(), rtol=1e-6)
+
+
+def test_int_groups_stay_on_numpy_and_bool_groups_run_in_c():
+    def ints(i, j):
+        return (i * j + 3) // 2, (i > j).sum()
+
+    def bools(x):
+        return (x > 0) & (x < 1) | tg.logical_not(x * 2 > 3), ~(x > 0.5)
+
+    i = tg.arange(12).reshape(3, 4)
+    x = tg.linspace(-1, 2, 12)
+    for fn, args, tier in ((ints, (i, i.flip(0)), "numpy"), (bools, (x,), "c")):
+        c, got = _compiled(fn, "c", *args)
+        with tg.no_grad():
+            want = fn(*args)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g.numpy(), w.numpy())
+        assert str(c.kernels).count(f"tier: {tier}") == len(c.kernels), str(c.kernels)
+
+
+# the tiers --------------------------------------------------------------------------------
+
+def _mlp_losses(backend, steps, switch_after=None):
+    tg.manual_seed(0)
+    model = tg.nn.Sequential(tg.nn.Linear(8, 32), tg.nn.GELU(), tg.nn.Linear(32, 1))
+    opt = tg.optim.SGD(model.parameters(), lr=0.05)
+    x = tg.randn(64, 8)
+    y = (x[:, :1] * 2).tanh()
+    step = tg.compile(lambda x, y: ((model(x) - y) ** 2).mean(), backend=backend) \
+        if backend else (lambda x, y: ((model(x) - y) ** 2).mean())
+    losses, tiers_seen = [], []
+    for k in range(steps):
+        opt.zero_grad()
+        loss = step(x, y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+        if backend:
+            tiers_seen.append(step._last.tier)
+            if k == switch_after:
+                tiers.wait(step._last)
+    return losses, tiers_seen
+
+
+def test_switch_from_numpy_to_c_in_the_middle_of_training_gives_the_same_losses():
+    eager, _ = _mlp_losses(None, 12)
+    auto, seen = _mlp_losses("auto", 12, switch_after=3)
+    assert seen[0] == "numpy" and seen[-1] == "c", seen
+    np.testing.assert_allclose(auto, eager, rtol=1e-5)
+
+
+def test_no_compiler_keeps_numpy_with_one_warning(monkeypatch, tmp_path):
+    monkeypatch.setenv("CC", "/nonexistent/cc")
+    monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(tiers, "_warned", set())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for shift in (1.0, 2.0):     # two functions, one warning
+            c = tg.compile(lambda x: (tg.tanh(x) * shift).sum(), backend="c")
+            assert c(tg.ones(5)).item() == pytest.approx(5 * np.tanh(1.0) * shift, rel=1e-6)
+            assert c._last.tier == "numpy"
+    msgs = [str(w.message) for w in caught if "C tier" in str(w.message)]
+    assert len(msgs) == 1 and "/nonexistent/cc" in msgs[0], msgs
+
+
+_CHILD = """
+import os, sys, tracegrad as tg
+from tracegrad.codegen import build
+c = tg.compile(lambda x: (tg.sigmoid(x * 3) - x).sum(), backend="c")
+print(c(tg.linspace(-1, 1, 100)).item(), build.stats["compiled"], c._last.tier)
+"""
+
+
+def test_a_second_process_loads_the_kernels_from_the_cache(tmp_path):
+    env = dict(os.environ, TRACEGRAD_CACHE_DIR=str(tmp_path))
+    runs = [subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True,
+                           text=True, timeout=120) for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr
+    (v1, n1, t1), (v2, n2, t2) = (r.stdout.split() for r in runs)
+    assert (n1, n2, t1, t2) == ("1", "0", "c", "c") and v1 == v2
+
+
+_THREADS = """
+import os, tracegrad as tg
+def threads():
+    return len(os.listdir("/proc/self/task"))
+c = tg.compile(lambda x: (tg.tanh(x) * x).sum(), backend="c")
+x = tg.randn(1 << 20)
+base = threads()
+tg.set_num_threads(1)
+c(x)
+one = threads()
+tg.set_num_threads(2)
+c(x)
+print(one - base, threads() - base, tg.get_num_threads())
+"""
+
+
+def test_set_num_threads_governs_the_c_kernels(tmp_path):
+    env = dict(os.environ, TRACEGRAD_CACHE_DIR=str(tmp_path))
+    r = subprocess.run([sys.executable, "-c", _THREADS], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["0", "1", "2"]
+
+
+def test_dump_writes_the_c_source(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACEGRAD_DUMP", str(tmp_path))
+    c, _ = _compiled(lambda x: tg.exp(x * 2).sum(), "c", tg.ones(3))
+    files = os.listdir(tmp_path)
+    assert any(f.endswith(".c") for f in files) and any(f.endswith(".py") for f in files)
+    assert "/* ---- the C tier ---- */" in c.code and "void forward_fused0(" in c.code
+    assert "kernels: 1 of 1 on the C tier" in c.explain()
+
+
+def test_bad_backend_names_the_choices():
+    with pytest.raises(ValueError, match="'numpy', 'c'"):
+        tg.compile(lambda x: x, backend="tpu")
