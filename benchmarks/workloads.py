@@ -32,8 +32,11 @@ import tracemalloc
 import numpy as np
 
 WORKLOADS = ("W1_1M", "W1_10M", "W2", "W3", "W4")
-SYSTEMS = ("tracegrad compiled", "tracegrad eager", "NumPy by hand", "PyTorch eager",
-           "torch.compile", "jax.jit")
+SYSTEMS = ("tracegrad compiled", "tracegrad c", "tracegrad numpy", "tracegrad eager",
+           "NumPy by hand", "PyTorch eager", "torch.compile", "jax.jit")
+# tracegrad compiled is compile()'s default (backend "auto": the NumPy tier at once, the C
+# tier once built in the background); the other two pin one tier
+TG_BACKENDS = {"tracegrad compiled": "auto", "tracegrad c": "c", "tracegrad numpy": "numpy"}
 TOLERANCE = 1e-3                 # max rel error below which a system's time counts
 OPTIONAL_MODULES = ("torch", "jax", "jaxlib")   # a system needing one that is absent is skipped
 GELU_C, GELU_K = 0.7978845608, 0.044715
@@ -285,7 +288,10 @@ def prepare(system, workload, names, arrays, wrt, tg_compile=None):
     if system.startswith("tracegrad") or system in ("PyTorch eager", "torch.compile"):
         if system.startswith("tracegrad"):
             import tracegrad as lib
-            compiler = (tg_compile or lib.compile) if system == "tracegrad compiled" else None
+            compiler = None
+            if system in TG_BACKENDS:
+                backend = TG_BACKENDS[system]
+                compiler = lambda f: (tg_compile or lib.compile)(f, backend=backend)  # noqa
         else:
             import torch as lib
             compiler = lib.compile if system == "torch.compile" else None
@@ -301,6 +307,7 @@ def prepare(system, workload, names, arrays, wrt, tg_compile=None):
             def call():
                 loss = step(*args)
                 return (loss,) + tuple(lib.autograd.grad(loss, params))
+            call.compiled = step if compiler else None
             return call
         return make, lambda out: [o.detach().numpy() for o in out]
 
@@ -319,6 +326,19 @@ def prepare(system, workload, names, arrays, wrt, tg_compile=None):
             return call
         return make, lambda out: [np.asarray(o) for o in out]
     raise ValueError(f"unknown system {system!r}; expected one of {', '.join(SYSTEMS)}")
+
+
+def c_tier_ready(compiled):
+    """``perf_counter()`` when every variant of ``compiled`` runs on the C tier (waiting for
+    background builds), or None when one never does."""
+    from tracegrad.runtime import tiers
+    times = []
+    for v in compiled._variants:
+        tiers.wait(v)
+        if v.tier != "c":
+            return None
+        times.append(v.c_ready_at)
+    return max(times, default=None)
 
 
 def steady_state(call, warmup_s, measure_s, min_reps):
@@ -381,6 +401,9 @@ def measure_in_process(workload, system, timing, first_only=False, memory=False,
         call = make()
         out = call()
         result["first_ms"] = (time.perf_counter() - t0) * 1e3
+        if system == "tracegrad compiled":      # when its kernels switched to the C tier
+            ready = c_tier_ready(call.compiled)
+            result["c_ready_ms"] = None if ready is None else (ready - t0) * 1e3
         got = to_numpy(out)
         out = None
         ref = NUMPY_STEPS[workload](*arrays)

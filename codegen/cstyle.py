@@ -51,6 +51,10 @@ from .kernel import Input, Literal, Reduce, strides
 # elements the cost of waking the second thread is larger than the work it takes.
 PARALLEL_MIN = 1 << 15
 BLOCK = 4096            # elements per outer iteration when the domain has one axis
+ROW_BUFFER_MAX = 1 << 16    # elements of a row a later loop may keep values of
+STORE_COST = 8              # a value costing this many simple ops is kept, not recomputed
+EXPENSIVE = frozenset({"exp", "log", "log1p", "expm1", "tanh", "sigmoid", "erf", "sin", "cos",
+                       "pow", "pow_scalar", "sqrt", "rsqrt"})
 
 
 class Unsupported(Exception):
@@ -204,9 +208,47 @@ class _Writer:
             if isinstance(op, Reduce) and not op.spans and op.name not in self.single:
                 self.level[op.name] = "row"
 
+    def plan_loops(self):
+        """What each inner loop does: ``self.loops[q] = (reductions, writes, needed)``, and
+        ``self.stored``: point values a later loop of the same row needs that cost more to
+        compute again than to keep, each kept in a per-thread row buffer by the first loop
+        that computes it (W4's backward keeps the gelu gradient it needs twice)."""
+        k, ops = self.k, {op.name: op for op in self.k.body}
+        self.phases = max([self.phase[op.name] for op in k.body if self.level[op.name] == "point"]
+                          + [self.acc_phase.get(op.name, 0) for op in k.body
+                             if isinstance(op, Reduce)] + [0])
+        self.loops, self.stored, computed = {}, {}, {}
+        keep = self.rowwise and self.shape[-1] <= ROW_BUFFER_MAX
+        for q in range(self.phases + 1):
+            reds = [op for op in k.body if isinstance(op, Reduce) and op.name not in self.single
+                    and self.acc_phase[op.name] == q and self.level[op.args[0]] == "point"]
+            writes = [op for op in k.outputs if self.level[op.name] == "point"
+                      and self.phase[op.name] == q]
+            if not reds and not writes:
+                continue
+            targets = [r.args[0] for r in reds] + [w.name for w in writes]
+            need = self.closure(targets, ops, self.stored)
+            while keep:
+                v = next((v for v in reversed(need) if v in ops and v in computed
+                          and v not in self.stored
+                          and self.cost(v, ops, self.stored) >= STORE_COST), None)
+                if v is None:
+                    break
+                self.stored[v] = computed[v]
+                need = self.closure(targets, ops, self.stored)
+            for v in need:
+                computed.setdefault(v, q)
+            self.loops[q] = (reds, writes, need)
+
+    def cost(self, name, ops, stop):
+        """What computing ``name`` again costs, in simple ops (a transcendental is 8)."""
+        return sum(8 if ops[n].op in EXPENSIVE else 1
+                   for n in self.closure([name], ops, stop) if n in ops and n not in stop)
+
     # rendering ------------------------------------------------------------------------------
     def render(self):
         self.plan()
+        self.plan_loops()
         k, lang = self.k, self.lang
         ops = {op.name: op for op in k.body}
         params = [f"const {lang.ctype(i.dtype)} *restrict {self.c(i.name)}_" for i in k.inputs]
@@ -228,7 +270,12 @@ class _Writer:
             n = self.c(p.name)
             self.emit(f"{lang.ctype(p.acc_dtype)} *{n}_part = {n}_parts + "
                       f"{self.part_size(p)} * (int64_t)omp_get_thread_num();")
+        for v in self.stored:       # a row's worth, kept from one loop to a later one
+            t = lang.ctype(ops[v].dtype)
+            self.emit(f"{t} *{self.c(v)}_row = malloc(sizeof({t}) * {self.shape[-1]});")
         self.outer_loop(ops)
+        for v in self.stored:
+            self.emit(f"free({self.c(v)}_row);")
         self.close()
         for p in k.partials:
             self.combine(p)
@@ -262,13 +309,10 @@ class _Writer:
                 self.base[name] = " + ".join(terms) or "0"
         self.stride = {name: s[-1] for name, s in self.maps.items()}
         self.done = set()       # per-row values computed so far in this outer iteration
-        phases = max([self.phase[op.name] for op in self.k.body if self.level[op.name] == "point"]
-                     + [self.acc_phase.get(op.name, 0) for op in self.k.body
-                        if isinstance(op, Reduce)] + [0])
-        for q in range(phases + 1):
+        for q in range(self.phases + 1):
             self.row_values(ops, q)
             self.inner_loop(ops, q)
-        self.row_values(ops, phases + 1)
+        self.row_values(ops, self.phases + 1)
         self.close()
 
     def row_values(self, ops, q):
@@ -290,14 +334,12 @@ class _Writer:
         """Loop ``q`` over the inner axis: accumulates the reductions of phase ``q`` and
         writes the outputs computed in it, computing each point value it needs."""
         k, lang = self.k, self.lang
-        reds = [op for op in k.body if isinstance(op, Reduce) and op.name not in self.single
-                and self.acc_phase[op.name] == q and self.level[op.args[0]] == "point"]
-        writes = [op for op in k.outputs if self.level[op.name] == "point"
-                  and self.phase[op.name] == q]
-        if not reds and not writes:
+        if q not in self.loops:
             return
-        need = self.closure([r.args[0] for r in reds] + [w.name for w in writes], ops)
+        reds, writes, need = self.loops[q]
         for name in need:       # per-row inputs the loop reads: once a row, before it
+            if name in self.stored and self.stored[name] != q:
+                continue
             for a in ops[name].operands() if name in ops else ():
                 if self.level[a] == "row":
                     self.arg(a, True)
@@ -312,6 +354,10 @@ class _Writer:
         prev = None
         for name in need:
             op = ops.get(name)
+            if name in self.stored and self.stored[name] != q:     # kept by an earlier loop
+                self.emit(f"const {lang.ctype(op.dtype)} {self.c(name)} = "
+                          f"{self.c(name)}_row[j];")
+                continue
             if op is None:      # an input read at this point
                 self.emit(f"const {lang.ctype(self.input(name).dtype)} {self.c(name)} = "
                           f"{self.c(name)}_[{self.index(name)}];")
@@ -321,6 +367,8 @@ class _Writer:
                 self.emit("// " + comment.rstrip(" \\"))
             prev = op.site or prev
             self.value(op)
+            if self.stored.get(name) == q:
+                self.emit(f"{self.c(name)}_row[j] = {self.c(name)};")
         for w in writes:
             self.emit(f"{self.c(w.name)}_[{self.index(w.name)}] = {self.c(w.name)};")
         for r in reds:
@@ -341,15 +389,16 @@ class _Writer:
                 if r in k.outputs:
                     self.emit(f"{self.c(r.name)}_[{self.base[r.name]}] = {self.c(r.name)};")
 
-    def closure(self, names, ops):
-        """Point values (and inputs read per point) that ``names`` need, in body order."""
+    def closure(self, names, ops, stop=()):
+        """Point values (and inputs read per point) that ``names`` need, in body order;
+        values in ``stop`` are read from their row buffers, not computed."""
         want, stack = set(), list(names)
         while stack:
             n = stack.pop()
             if n in want or self.level.get(n) == "row":
                 continue
             want.add(n)
-            if n in ops:
+            if n in ops and n not in stop:
                 stack.extend(ops[n].operands())
         order = [i.name for i in self.k.inputs] + [op.name for op in self.k.body]
         return [n for n in order if n in want]
