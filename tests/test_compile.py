@@ -463,9 +463,10 @@ def forward(x):
     # test_compile.py:{line + 4}: x = x * 2
     x_1 = x * 2
     return (x_1,)'''
+    # .graph names values as .code and explain() do (t0 in all three)
     assert f.graph == """forward(x:f32[2]) {
   total:f32[] = sum x  dims=(0,) dtype=None keepdim=False
-  a:bool[] = gt total 0
+  t0:bool[] = gt total 0
   x_1:f32[2] = mul x 2
   return (x_1)
 }"""

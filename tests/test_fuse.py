@@ -51,19 +51,19 @@ def _forward_graph(fn, *shapes):
 def test_row_reductions_and_their_consumers_make_one_pass():
     assert _forward_graph(layer_norm, (4, 6), (6,), (6,)) == """forward(x:f32[4,6], g:f32[6], b:f32[6]) {
   fused0 reduction [4,6] (x, g, b) -> (out) {
-    a:f32[4,1] = sum x  dims=(1,) dtype=None keepdim=True
-    mu:f32[4,1] = div a 6
+    t0:f32[4,1] = sum x  dims=(1,) dtype=None keepdim=True
+    mu:f32[4,1] = div t0 6
     d:f32[4,6] = sub x mu
-    c:f32[4,6] = mul d d
-    e:f32[4,1] = sum c  dims=(1,) dtype=None keepdim=True
-    var:f32[4,1] = div e 6
-    f:f32[4,1] = add var 1e-05
-    h:f32[4,1] = sqrt f
-    i:f32[4,6] = div d h
-    j:f32[4,6] = mul i g
-    y:f32[4,6] = add j b
-    k:f32[4,6] = mul y y
-    out:f32[6] = sum k  dims=(0,) dtype=None keepdim=False
+    t1:f32[4,6] = mul d d
+    t2:f32[4,1] = sum t1  dims=(1,) dtype=None keepdim=True
+    var:f32[4,1] = div t2 6
+    t3:f32[4,1] = add var 1e-05
+    t4:f32[4,1] = sqrt t3
+    t5:f32[4,6] = div d t4
+    t6:f32[4,6] = mul t5 g
+    y:f32[4,6] = add t6 b
+    t7:f32[4,6] = mul y y
+    out:f32[6] = sum t7  dims=(0,) dtype=None keepdim=False
   }
   return (out)
 }"""
@@ -71,22 +71,22 @@ def test_row_reductions_and_their_consumers_make_one_pass():
 
 def test_a_reduction_over_rows_ends_the_pass_and_its_epilogue_follows():
     assert _forward_graph(lse, (5, 3)) == """forward(x:f32[5,3]) {
-  fused0 reduction [5,3] (x) -> (d) {
-    a:f32[1,3] = amax x  dims=(0,) keepdim=True
+  fused0 reduction [5,3] (x) -> (t3) {
+    t0:f32[1,3] = amax x  dims=(0,) keepdim=True
   } then {
-    b:f32[1,3] = stop_gradient a
-    c:bool[1,3] = isinf b
-    d:f32[1,3] = where c 0.0 b
+    t1:f32[1,3] = stop_gradient t0
+    t2:bool[1,3] = isinf t1
+    t3:f32[1,3] = where t2 0.0 t1
   }
-  fused1 reduction [5,3] (x, d) -> (i) {
-    e:f32[5,3] = sub x d
-    f:f32[5,3] = exp e
-    g:f32[1,3] = sum f  dims=(0,) dtype=None keepdim=True
+  fused1 reduction [5,3] (x, t3) -> (t8) {
+    t4:f32[5,3] = sub x t3
+    t5:f32[5,3] = exp t4
+    t6:f32[1,3] = sum t5  dims=(0,) dtype=None keepdim=True
   } then {
-    h:f32[1,3] = log g
-    i:f32[1,3] = add h d
+    t7:f32[1,3] = log t6
+    t8:f32[1,3] = add t7 t3
   }
-  out:f32[3] = reshape i  shape=(3,)
+  out:f32[3] = reshape t8  shape=(3,)
   return (out)
 }"""
 
@@ -94,15 +94,15 @@ def test_a_reduction_over_rows_ends_the_pass_and_its_epilogue_follows():
 def test_matmul_splits_groups():
     assert _forward_graph(mlp, (4, 3), (3, 2)) == """forward(x:f32[4,3], w:f32[3,2]) {
   fused0 elementwise [4,3] (x) -> (h) {
-    a:f32[4,3] = mul x 2
-    b:f32[4,3] = add a 1
-    h:f32[4,3] = tanh b
+    t0:f32[4,3] = mul x 2
+    t1:f32[4,3] = add t0 1
+    h:f32[4,3] = tanh t1
   }
   y:f32[4,2] = matmul h w
   fused1 reduction [4,2] (y) -> (out) {
-    c:f32[4,2] = sub y 1
-    d:f32[4,2] = exp c
-    out:f32[] = sum d  dims=(0,1) dtype=None keepdim=False
+    t2:f32[4,2] = sub y 1
+    t3:f32[4,2] = exp t2
+    out:f32[] = sum t3  dims=(0,1) dtype=None keepdim=False
   }
   return (out)
 }"""

@@ -186,7 +186,7 @@ def test_int_groups_stay_on_numpy_and_bool_groups_run_in_c():
 
 # the tiers --------------------------------------------------------------------------------
 
-def _mlp_losses(backend, steps, switch_after=None):
+def _mlp_losses(backend, steps, switch_after=None, gate=None):
     tg.manual_seed(0)
     model = tg.nn.Sequential(tg.nn.Linear(8, 32), tg.nn.GELU(), tg.nn.Linear(32, 1))
     opt = tg.optim.SGD(model.parameters(), lr=0.05)
@@ -204,15 +204,36 @@ def _mlp_losses(backend, steps, switch_after=None):
         if backend:
             tiers_seen.append(step._last.tier)
             if k == switch_after:
+                gate.set()              # the build may finish now: the next step runs C
                 tiers.wait(step._last)
     return losses, tiers_seen
 
 
-def test_switch_from_numpy_to_c_in_the_middle_of_training_gives_the_same_losses():
+def test_switch_from_numpy_to_c_in_the_middle_of_training_gives_the_same_losses(
+        monkeypatch, tmp_path):
+    """The background build is held until step 3, so steps 0-3 run NumPy and 4-11 run C."""
+    import threading
+    monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(tmp_path))      # nothing cached yet
+    gate, real = threading.Event(), build.build
+
+    def held(source, name):
+        assert gate.wait(60)
+        return real(source, name)
+    monkeypatch.setattr(build, "build", held)
     eager, _ = _mlp_losses(None, 12)
-    auto, seen = _mlp_losses("auto", 12, switch_after=3)
-    assert seen[0] == "numpy" and seen[-1] == "c", seen
+    auto, seen = _mlp_losses("auto", 12, switch_after=3, gate=gate)
+    assert seen == ["numpy"] * 4 + ["c"] * 8, seen
     np.testing.assert_allclose(auto, eager, rtol=1e-5)
+
+
+def test_a_warm_cache_runs_c_from_the_first_call(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACEGRAD_CACHE_DIR", str(tmp_path))
+    fn = lambda x: (tg.tanh(x * 3) - x).sum()      # noqa: E731
+    first = tg.compile(fn, backend="c")
+    first(tg.ones(4))
+    again = tg.compile(fn, backend="auto")          # with the library on disk
+    again(tg.ones(4))
+    assert again._last.tier == "c"
 
 
 def test_no_compiler_keeps_numpy_with_one_warning(monkeypatch, tmp_path):

@@ -271,15 +271,16 @@ def _is_default_generator(g):
     return g is default_generator
 
 
-def print_graph(graph, name="graph"):
-    """The canonical text; a fused group prints as a block, its epilogue after ``then``::
+def print_graph(graph, name="graph", namer=None):
+    """The canonical text; a fused group prints as a block, its epilogue after ``then``.
+    ``namer`` (a compiled variant's) names values as its generated code does::
 
         fused0 reduction [3] (x) -> (b) {
           a:f32[3] = exp x
           b:f32[] = sum a  dims=(0,) keepdim=False
         }
     """
-    namer = Namer()
+    namer = namer or Namer()
     head = ", ".join(f"{namer(v)}:{type_str(v.aval)}" for v in graph.inputs)
     lines = [f"{name}({head}) {{"]
     for n in graph.nodes:       # names in definition order, with or without groups

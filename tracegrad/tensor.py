@@ -420,6 +420,9 @@ class Tensor:
     def bool(self):
         return self.to(dtypes.bool)
 
+    def type_as(self, other):
+        return self.to(other.dtype)
+
     def equal(self, other):
         return self.shape == other.shape and bool((self._data == other._data).all())
 

@@ -6,8 +6,9 @@ import math
 
 from .. import dtypes
 from .core import op_error
+from .declare import method
 from .elementwise import (
-    add, erf, exp, isinf, log, mul, pow, sigmoid, sqrt, sub, tanh, where,
+    add, div, erf, exp, floor, isinf, log, mul, pow, sigmoid, sqrt, sub, tanh, where,
 )
 from .reduce_ops import amax, sum
 from .rules import norm_dims
@@ -19,6 +20,7 @@ def _reduced_count(input, dim):
     return math.prod(input.shape[d] for d in dims)
 
 
+@method
 def mean(input, dim=None, keepdim=False, *, dtype=None):
     if dtype is not None:
         input = input.to(dtype)
@@ -29,6 +31,7 @@ def mean(input, dim=None, keepdim=False, *, dtype=None):
     return sum(input, dim, keepdim) / _reduced_count(input, dim)
 
 
+@method
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """Variance; ``correction`` (or ``unbiased``) defaults to Bessel's 1."""
     if correction is None:
@@ -40,6 +43,7 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return sum(centered * centered, dim, keepdim) / max(n - correction, 0)
 
 
+@method
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """sqrt(var); std'(0) = 0 as in PyTorch, where sqrt'(0) = inf would give inf * 0 = NaN."""
     v = var(input, dim, unbiased, keepdim, correction=correction)
@@ -55,6 +59,7 @@ def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return std(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
 
 
+@method
 def logsumexp(input, dim, keepdim=False):
     """log(sum(exp(x))) without overflow; the shift is constant, so it is detached."""
     if not input.dtype.is_floating_point:
@@ -65,6 +70,7 @@ def logsumexp(input, dim, keepdim=False):
     return out if keepdim else squeeze(out, norm_dims(dim, input.ndim))
 
 
+@method
 def softmax(input, dim=None, dtype=None, *, _stacklevel=None):
     if dtype is not None:
         input = input.to(dtype)
@@ -74,6 +80,7 @@ def softmax(input, dim=None, dtype=None, *, _stacklevel=None):
     return e / sum(e, dim, keepdim=True)
 
 
+@method
 def log_softmax(input, dim=None, dtype=None, *, _stacklevel=None):
     if dtype is not None:
         input = input.to(dtype)
@@ -82,6 +89,7 @@ def log_softmax(input, dim=None, dtype=None, *, _stacklevel=None):
     return input - logsumexp(input, dim, keepdim=True)
 
 
+@method
 def gelu(input, approximate="none"):
     """x * Phi(x); ``approximate='tanh'`` uses the tanh formula."""
     if approximate == "tanh":
@@ -93,16 +101,19 @@ def gelu(input, approximate="none"):
     return input * 0.5 * (erf(input * (1 / math.sqrt(2.0))) + 1)
 
 
+@method
 def silu(input):
     return input * sigmoid(input)
 
 
+@method
 def softplus(input, beta=1.0, threshold=20.0):
     from .elementwise import log1p
     scaled = input * beta
     return where(scaled > threshold, input, log1p(exp(scaled)) / beta)
 
 
+@method
 def square(input):
     return mul(input, input)
 
@@ -111,8 +122,8 @@ def rsub(input, other, alpha=1):
     return sub(other, mul(input, alpha) if alpha != 1 else input)
 
 
+@method
 def true_divide(input, other):
-    from .elementwise import div
     return div(input, other)
 
 
@@ -122,10 +133,12 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     return add(mul(input, beta) if beta != 1 else input, mul(prod, alpha) if alpha != 1 else prod)
 
 
+@method
 def lerp(input, end, weight):
     return input + (end - input) * weight
 
 
+@method
 def norm(input, p="fro", dim=None, keepdim=False):
     from .elementwise import abs
     if p in ("fro", 2):
@@ -135,3 +148,13 @@ def norm(input, p="fro", dim=None, keepdim=False):
     if p == math.inf:
         return amax(abs(input), dim if dim is not None else (), keepdim)
     return pow(sum(pow(abs(input), p), dim, keepdim), 1.0 / p)
+
+
+@method
+def remainder(input, other):
+    return input - floor(input / other) * other
+
+
+@method
+def floor_divide(input, other):
+    return div(input, other, rounding_mode="floor")

@@ -23,6 +23,14 @@ arrays, the dtype rule for PyTorch's result type, and, when grad mode is on
 and an input requires grad, a backward node whose ``apply`` calls the VJP
 rules with tracegrad tensors (so the same rules build a create_graph graph).
 Broadcasting is undone once, here, by ``sum_to_shape``; rules never do it.
+
+The declaration also says what users call. ``public=True`` (or a name) generates the
+function ``exp(input)`` / ``mul(input, other)`` that binds the primitive and puts it in
+the declaring module's namespace; ``method=True`` makes it ``Tensor.exp`` too and
+``inplace_method="exp_"`` generates ``Tensor.exp_``. Functions with logic of their own
+(``add`` with ``alpha``, ``clamp``, the reductions' ``dim``) are written by hand and say
+``@method`` where they are defined (``declare.py``). At declaration each VJP rule is
+checked against ``saves``: what it reads must be what eager autograd keeps for it.
 """
 import linecache
 import os
@@ -34,6 +42,7 @@ from .. import _hooks, dtypes
 from ..autograd import grad_mode
 from ..autograd.graph import FREED_ERROR, Node, SavedTensor, grad_accumulator
 from ..tensor import Tensor
+from .declare import check_vjp_reads, install_method
 
 _gm = grad_mode._state
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -84,11 +93,29 @@ class Combiner:
 
 
 class Primitive:
-    """One entry of the primitive table (see the module docstring)."""
+    """One entry of the primitive table (see the module docstring).
+
+    What users call, generated from the declaration (for a primitive whose public
+    function is exactly ``bind(prim, *tensors)``, with args ``("self",)`` or
+    ``("self", "other")``):
+
+    ``public``: True (the primitive's name) or a name: the function ``name(input)`` or
+        ``name(input, other)``, placed in the namespace of the module that declares the
+        primitive (and, for the table's own modules, in ``tracegrad`` through
+        ``tracegrad.ops``). ``doc`` is its docstring. It is ``self.function``.
+    ``method``: True (the function's name) or a name: the same function as a ``Tensor``
+        method.
+    ``inplace_method``: a name such as ``"exp_"``: a ``Tensor`` method that writes the
+        result into ``self`` through ``inplace`` (PyTorch's checks, the version bump, the
+        rewritten history) and returns ``self``.
+    ``helpers``: name -> object that generated code calls by name (erf's NumPy template
+        calls ``_erf``): codegen puts them in a generated module's globals.
+    """
 
     def __init__(self, name, impl, *, dtype, shape, args=("self",), vjp=None, saves=(),
                  node=None, np=None, np_out=None, c=None, cuda=None, operands=None,
-                 reduce=None, view=False, inplace=None, kind="other"):
+                 reduce=None, view=False, inplace=None, kind="other", public=None, method=None,
+                 inplace_method=None, doc=None, helpers=None):
         self.name = name
         self.impl = impl
         self.dtype = dtype              # dtype(*operands, **params) -> dtype
@@ -112,12 +139,37 @@ class Primitive:
         self.view = view                # output may share storage with args[0]
         self.inplace_impl = inplace     # impl writing into args[0], for no-grad in-place ops
         self.kind = kind                # "elementwise", "reduction", "shape", "other"
+        self.helpers = dict(helpers or {})   # names generated code calls -> the objects
         # Elementwise rules read only saved values; other rules may read the shape and dtype
         # of an unsaved input, which they then receive as an Aval.
         self.reads_avals = kind != "elementwise"
+        check_vjp_reads(self)
         cls_name = node or "".join(p.capitalize() for p in name.split("_")) + "Backward0"
         self.node_cls = type(cls_name, (PrimNode,), {"__slots__": ()}) if vjp else None
+        self.public = name if public is True else public or None
+        self.function = None
+        if public or method or inplace_method:
+            self._declare_api(method, inplace_method, doc)
         PRIMITIVES[name] = self
+
+    def _declare_api(self, method, inplace_method, doc):
+        """Generate the public function and the methods the declaration asks for."""
+        if self.args not in (("self",), ("self", "other")):
+            raise TypeError(f"Primitive {self.name!r}: public=, method= and inplace_method= "
+                            f"generate f(input) or f(input, other), but its args are "
+                            f"{self.args!r}: write its function by hand")
+        module = _declaring_module()
+        fn = _bind_function(self, self.public or self.name, doc)
+        fn.__module__ = module["__name__"]
+        self.function = fn
+        if self.public:
+            module[self.public] = fn
+        if method:
+            install_method(fn.__name__ if method is True else method, fn)
+        if inplace_method:
+            fn_ = _inplace_method(self, inplace_method)
+            fn_.__module__ = module["__name__"]
+            install_method(inplace_method, fn_)
 
     def shape_dtype(self, *avals, **params):
         """The output aval of this primitive over input avals (or Python scalars)."""
@@ -126,6 +178,41 @@ class Primitive:
 
     def __repr__(self):
         return f"<primitive {self.name}>"
+
+
+def _bind_function(prim, name, doc):
+    """``name(input[, other])``: the primitive applied to its arguments."""
+    if len(prim.args) == 1:
+        def fn(input):
+            return bind(prim, input)
+    else:
+        def fn(input, other):
+            return bind(prim, input, other)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc or f"The ``{prim.name}`` primitive, elementwise."
+    return fn
+
+
+def _inplace_method(prim, name):
+    """``Tensor.<name>(self[, other])``: the primitive's result written into ``self``."""
+    if len(prim.args) == 1:
+        def method(self):
+            return inplace(prim, name, self)
+    else:
+        def method(self, other):
+            return inplace(prim, name, self, other)
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"In-place ``{prim.public or prim.name}``: writes into ``self``, returns it."
+    return method
+
+
+def _declaring_module():
+    """The globals of the module whose code declares a primitive: the first frame outside
+    this module (a helper such as ``unary_float`` runs in the declaring module too)."""
+    f = sys._getframe(1)
+    while f.f_globals is globals():
+        f = f.f_back
+    return f.f_globals
 
 
 class PrimNode(Node):

@@ -3,6 +3,10 @@
 Rules follow PyTorch at non-differentiable points: relu'(0) = 0, abs'(0) = 0,
 sqrt'(0) = inf, clamp passes the gradient on its bounds, maximum/minimum split
 the gradient evenly on ties.
+
+A declaration with ``public=True`` defines its function in this module (``exp``,
+``mul``, ... are generated, not written out below); ``method=`` and ``inplace_method=``
+put it on ``Tensor``. Functions with logic of their own follow the primitives.
 """
 import math
 
@@ -10,21 +14,25 @@ import numpy as np
 
 from .. import dtypes
 from ..device import as_device, to_device
-from .core import Primitive, bind, op_error
+from .core import Primitive, bind, inplace, op_error
+from .declare import method
 from .rules import broadcast, float_promote, promote, same_shape, to_bool
+from .special import erf as _erf
 
 _SQRT_PI_2 = 2.0 / math.sqrt(math.pi)
 
 
-def unary_float(name, impl, vjp, np_t, c, saves=("self",), node=None, np_out=None, cuda=None):
+def unary_float(name, impl, vjp, np_t, c, saves=("self",), node=None, np_out=None, cuda=None,
+                **declare):
     """An elementwise math primitive: ints and bools compute in the default float dtype.
-    ``np_t`` names the NumPy ufunc (``"exp"``) or is an expression over ``{self}``."""
+    ``np_t`` names the NumPy ufunc (``"exp"``) or is an expression over ``{self}``; the
+    other keywords (``public``, ``method``, ...) go to ``Primitive``."""
     if np_t.isidentifier():
         np_out = np_out or f"np.{np_t}({{self}}, out={{out}})"
         np_t = f"np.{np_t}({{self}})"
     return Primitive(name, lambda xp, x: impl(xp, _as_float(x)), dtype=float_promote,
                      shape=same_shape, vjp=(vjp,), saves=saves, np=np_t, np_out=np_out, c=c,
-                     cuda=cuda, kind="elementwise", node=node)
+                     cuda=cuda, kind="elementwise", node=node, **declare)
 
 
 def _as_float(x):
@@ -36,28 +44,40 @@ def _as_float(x):
 
 # C expressions call the type-generic math of <tgmath.h> (expf for a float, exp for a double).
 exp_p = unary_float("exp", lambda xp, x: xp.exp(x),
-                    lambda g, x, out: g * out, "exp", "exp({self})", saves=("result",))
+                    lambda g, x, out: g * out, "exp", "exp({self})", saves=("result",),
+                    public=True, method=True, inplace_method="exp_",
+                    doc="e to the power of each element.")
 log_p = unary_float("log", lambda xp, x: xp.log(x),
-                    lambda g, x, out: g / x, "log", "log({self})")
+                    lambda g, x, out: g / x, "log", "log({self})",
+                    public=True, method=True, inplace_method="log_",
+                    doc="Natural logarithm (log'(x) = 1/x).")
 log1p_p = unary_float("log1p", lambda xp, x: xp.log1p(x),
-                      lambda g, x, out: g / (x + 1), "log1p", "log1p({self})")
+                      lambda g, x, out: g / (x + 1), "log1p", "log1p({self})",
+                      public=True, method=True, doc="log(1 + x), accurate for small x.")
 expm1_p = unary_float("expm1", lambda xp, x: xp.expm1(x),
                       lambda g, x, out: g * (out + 1), "expm1", "expm1({self})",
-                      saves=("result",))
+                      saves=("result",),
+                      public=True, method=True, doc="exp(x) - 1, accurate for small x.")
 sqrt_p = unary_float("sqrt", lambda xp, x: xp.sqrt(x),
-                     lambda g, x, out: g / (out * 2), "sqrt", "sqrt({self})", saves=("result",))
+                     lambda g, x, out: g / (out * 2), "sqrt", "sqrt({self})", saves=("result",),
+                     public=True, method=True, inplace_method="sqrt_",
+                     doc="Square root; sqrt'(0) = inf as in PyTorch.")
 rsqrt_p = unary_float("rsqrt", lambda xp, x: 1 / xp.sqrt(x),
                       lambda g, x, out: g * (out * out * out) * -0.5, "1 / np.sqrt({self})",
                       "1 / sqrt({self})", saves=("result",),
                       np_out=("np.sqrt({self}, out={out})", "np.divide(1, {out}, out={out})"),
-                      cuda="rsqrt({self})")
+                      cuda="rsqrt({self})",
+                      public=True, method=True, doc="1 / sqrt(x).")
 sin_p = unary_float("sin", lambda xp, x: xp.sin(x),
-                    lambda g, x, out: g * cos(x), "sin", "sin({self})")
+                    lambda g, x, out: g * cos(x), "sin", "sin({self})",
+                    public=True, method=True, inplace_method="sin_", doc="Sine.")
 cos_p = unary_float("cos", lambda xp, x: xp.cos(x),
-                    lambda g, x, out: g * -sin(x), "cos", "cos({self})")
+                    lambda g, x, out: g * -sin(x), "cos", "cos({self})",
+                    public=True, method=True, inplace_method="cos_", doc="Cosine.")
 tanh_p = unary_float("tanh", lambda xp, x: xp.tanh(x),
                      lambda g, x, out: bind(tanh_backward_p, g, out), "tanh", "tanh({self})",
-                     saves=("result",))
+                     saves=("result",),
+                     public=True, method=True, inplace_method="tanh_", doc="Hyperbolic tangent.")
 # exp(-logaddexp(0, -x)) and the two-sided C form never overflow
 sigmoid_p = unary_float(
     "sigmoid", lambda xp, x: _sigmoid(xp, x),
@@ -66,7 +86,9 @@ sigmoid_p = unary_float(
     "({self} >= 0 ? 1 / (1 + exp(-{self})) : exp({self}) / (1 + exp({self})))",
     saves=("result",),
     np_out=("np.negative({self}, out={out})", "np.logaddexp(0, {out}, out={out})",
-            "np.negative({out}, out={out})", "np.exp({out}, out={out})"))
+            "np.negative({out}, out={out})", "np.exp({out}, out={out})"),
+    public=True, method=True, inplace_method="sigmoid_",
+    doc="Logistic sigmoid 1 / (1 + exp(-x)), computed without overflow.")
 
 # The gradients of tanh and sigmoid as one op each (PyTorch's tanh_backward and
 # sigmoid_backward): one pass in eager instead of three, and their own rules give the
@@ -89,27 +111,18 @@ sigmoid_backward_p = Primitive(
     np_out=("np.subtract(1, {output}, out={out})", "np.multiply({output}, {out}, out={out})",
             "np.multiply({grad_output}, {out}, out={out})"),
     c="{grad_output} * {output} * (1 - {output})", kind="elementwise")
+# erf: SciPy's where installed, else a vectorised rational approximation (special.py);
+# the NumPy template calls it by name, so generated modules get it as a helper.
 erf_p = unary_float("erf", lambda xp, x: _erf(xp, x),
                     lambda g, x, out: g * exp(-(x * x)) * _SQRT_PI_2, "_erf(np, {self})",
-                    "erf({self})")
+                    "erf({self})", helpers={"_erf": _erf},
+                    public=True, method=True, doc="The error function.")
 
 
 def _sigmoid(xp, x):
     if x.dtype.kind != "f":
         x = x.astype(dtypes.get_default_dtype().np)
     return xp.exp(-xp.logaddexp(x.dtype.type(0), -x))
-
-
-_erf_scalar = np.frompyfunc(math.erf, 1, 1)
-
-
-def _erf(xp, x):
-    """erf to full double precision (NumPy has none; CuPy has one in cupyx)."""
-    if xp is not np:
-        from cupyx.scipy.special import erf as cupy_erf
-        return cupy_erf(x)
-    dt = x.dtype if x.dtype.kind == "f" else dtypes.get_default_dtype().np
-    return np.asarray(_erf_scalar(x), dtype=np.float64).astype(dt, copy=False)
 
 
 _MASK_HINT = "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead."
@@ -154,17 +167,20 @@ def _condition_first(out, cond, a, b):
 neg_p = Primitive("neg", lambda xp, x: xp.negative(x), dtype=_neg_dtype, shape=same_shape,
                   vjp=(lambda g, x, out: -g,), np="np.negative({self})",
                   np_out="np.negative({self}, out={out})", c="-{self}",
-                  kind="elementwise", inplace=lambda xp, x: xp.negative(x, out=x))
+                  kind="elementwise", inplace=lambda xp, x: xp.negative(x, out=x),
+                  public=True, method=True, inplace_method="neg_", doc="-x.")
 abs_p = Primitive("abs", lambda xp, x: xp.abs(x), dtype=promote, shape=same_shape,
                   vjp=(lambda g, x, out: g * sign(x),), saves=("self",),
                   np="np.abs({self})", np_out="np.abs({self}, out={out})", c="fabs({self})",
-                  kind="elementwise")
+                  kind="elementwise",
+                  public=True, method=True, inplace_method="abs_", doc="|x|; abs'(0) = 0.")
 # sign(-0.0) is +0.0 and sign(nan) is nan, as NumPy's
 sign_p = Primitive("sign", lambda xp, x: xp.sign(x), dtype=promote, shape=same_shape,
                    vjp=(lambda g, x, out: g * 0,), np="np.sign({self})",
                    np_out="np.sign({self}, out={out})",
                    c="({self} > 0 ? 1 : {self} < 0 ? -1 : {self} == 0 ? 0 : {self})",
-                   kind="elementwise")
+                   kind="elementwise", public=True, method=True,
+                   doc="-1, 0 or 1 by the sign of x; its gradient is zero.")
 # relu is a primitive rather than where(x > 0, x, 0): one pass in eager, PyTorch's node name,
 # and the rule reads the saved result (relu'(0) = 0). NaN stays NaN, relu(-0.0) is +0.0.
 relu_p = Primitive("relu", lambda xp, x: xp.maximum(x, x.dtype.type(0)), dtype=promote,
@@ -172,37 +188,44 @@ relu_p = Primitive("relu", lambda xp, x: xp.maximum(x, x.dtype.type(0)), dtype=p
                    saves=("result",), np="np.maximum({self}, 0)",
                    np_out="np.maximum({self}, 0, out={out})",
                    c="({self} > 0 || isnan({self}) ? {self} : 0)", kind="elementwise",
-                   inplace=lambda xp, x: xp.maximum(x, x.dtype.type(0), out=x))
+                   inplace=lambda xp, x: xp.maximum(x, x.dtype.type(0), out=x),
+                   public=True, method=True, inplace_method="relu_", doc="max(x, 0); relu'(0) = 0.")
 
 
-def rounding(name, impl, np_t, c, np_out=None):
+def rounding(name, impl, np_t, c, np_out=None, **declare):
     """Rounding ops: zero gradient almost everywhere, as in PyTorch."""
     if np_t.isidentifier():
         np_out, np_t = f"np.{np_t}({{self}}, out={{out}})", f"np.{np_t}({{self}})"
     return Primitive(name, impl, dtype=promote, shape=same_shape,
                      vjp=(lambda g, x, out, **_: g * 0,), np=np_t, np_out=np_out, c=c,
-                     kind="elementwise")
+                     kind="elementwise", **declare)
 
 
-floor_p = rounding("floor", lambda xp, x: xp.floor(x), "floor", "floor({self})")
-ceil_p = rounding("ceil", lambda xp, x: xp.ceil(x), "ceil", "ceil({self})")
-trunc_p = rounding("trunc", lambda xp, x: xp.trunc(x), "trunc", "trunc({self})")
+floor_p = rounding("floor", lambda xp, x: xp.floor(x), "floor", "floor({self})",
+                   public=True, method=True, inplace_method="floor_",
+                   doc="Round down; zero gradient.")
+ceil_p = rounding("ceil", lambda xp, x: xp.ceil(x), "ceil", "ceil({self})",
+                  public=True, method=True, inplace_method="ceil_", doc="Round up; zero gradient.")
+trunc_p = rounding("trunc", lambda xp, x: xp.trunc(x), "trunc", "trunc({self})",
+                   public=True, method=True, doc="Round toward zero; zero gradient.")
 # half to even, as NumPy and PyTorch; C's rint rounds so in the default rounding mode
 round_p = rounding("round", lambda xp, x, decimals: xp.round(x, decimals),
                    "np.round({self}, {decimals})",
-                   lambda self, decimals: f"rint({self})" if decimals == 0 else None,
+                   lambda self, decimals: f"rint({self})" if literal_value(decimals) == 0
+                   else None,
                    np_out="np.round({self}, {decimals}, out={out})")
 
 # binary -----------------------------------------------------------------------
 
 
 def binary(name, impl, vjp, ufunc, c, saves=(), dtype=promote, node=None, inplace=None,
-           np_t=None, operands=None):
+           np_t=None, operands=None, **declare):
     """A binary elementwise primitive computed by the NumPy ufunc ``ufunc``."""
     return Primitive(name, impl, args=("self", "other"), dtype=dtype, shape=broadcast, vjp=vjp,
                      saves=saves, np=np_t or f"np.{ufunc}({{self}}, {{other}})",
                      np_out=f"np.{ufunc}({{self}}, {{other}}, out={{out}})", c=c,
-                     operands=operands, kind="elementwise", node=node, inplace=inplace)
+                     operands=operands, kind="elementwise", node=node, inplace=inplace,
+                     **declare)
 
 
 add_p = binary("add", lambda xp, a, b: xp.add(a, b),
@@ -215,7 +238,8 @@ sub_p = binary("sub", lambda xp, a, b: xp.subtract(a, b),
 mul_p = binary("mul", lambda xp, a, b: xp.multiply(a, b),
                (lambda g, a, b, out: g * b, lambda g, a, b, out: g * a), "multiply",
                "{self} * {other}", np_t="{self} * {other}", saves=("self", "other"),
-               inplace=lambda xp, a, b: xp.multiply(a, b, out=a))
+               inplace=lambda xp, a, b: xp.multiply(a, b, out=a),
+               public=True, method=True, inplace_method="mul_", doc="input * other.")
 div_p = binary("div", lambda xp, a, b: xp.true_divide(a, b),
                (lambda g, a, b, out: g / b, lambda g, a, b, out: -g * a / (b * b)),
                "divide", "{self} / {other}", np_t="{self} / {other}", saves=("self", "other"),
@@ -226,12 +250,16 @@ maximum_p = binary("maximum", lambda xp, a, b: xp.maximum(a, b),
                    (lambda g, a, b, out: g * _tie_weight(a, b),
                     lambda g, a, b, out: g * _tie_weight(b, a)),
                    "maximum", "({self} > {other} || isnan({self}) ? {self} : {other})",
-                   saves=("self", "other"))
+                   saves=("self", "other"), public=True, method=True,
+                   doc="The larger of input and other; NaN if either is; ties share the "
+                       "gradient.")
 minimum_p = binary("minimum", lambda xp, a, b: xp.minimum(a, b),
                    (lambda g, a, b, out: g * _tie_weight(b, a),
                     lambda g, a, b, out: g * _tie_weight(a, b)),
                    "minimum", "({self} < {other} || isnan({self}) ? {self} : {other})",
-                   saves=("self", "other"))
+                   saves=("self", "other"), public=True, method=True,
+                   doc="The smaller of input and other; NaN if either is; ties share the "
+                       "gradient.")
 
 
 def _tie_weight(a, b):
@@ -256,12 +284,12 @@ pow_scalar_p = Primitive(
     vjp=(lambda g, x, out, exponent: _pow_scalar_grad(g, x, exponent),), saves=("self",),
     node="PowBackward0", np=lambda self, exponent: _pow_source(self, exponent),
     np_out=lambda self, exponent, out: _pow_out(self, exponent, out),
-    c=lambda self, exponent: " * ".join([self] * int(_small_power(exponent_value(exponent))))
-    if _small_power(exponent_value(exponent)) else f"pow({self}, {exponent})",
+    c=lambda self, exponent: " * ".join([self] * int(_small_power(literal_value(exponent))))
+    if _small_power(literal_value(exponent)) else f"pow({self}, {exponent})",
     kind="elementwise")
 
 
-def exponent_value(literal):
+def literal_value(literal):
     """The number a rendered C literal stands for (``2.0f`` -> 2.0)."""
     try:
         return float(str(literal).rstrip("fL"))
@@ -314,7 +342,8 @@ pow_p = binary(
 
 def compare(name, impl, ufunc, op):
     return binary(name, impl, None, ufunc, f"{{self}} {op} {{other}}", dtype=to_bool,
-                  np_t=f"{{self}} {op} {{other}}", operands=_promoted)
+                  np_t=f"{{self}} {op} {{other}}", operands=_promoted, public=True,
+                  method=True, doc=f"input {op} other, elementwise, as bool.")
 
 
 eq_p = compare("eq", lambda xp, a, b: xp.equal(a, b), "equal", "==")
@@ -333,26 +362,33 @@ def _int_or_bool(*operands, **_):
 
 
 and_p = binary("bitwise_and", lambda xp, a, b: xp.bitwise_and(a, b), None, "bitwise_and",
-               "{self} & {other}", np_t="{self} & {other}", dtype=_int_or_bool)
+               "{self} & {other}", np_t="{self} & {other}", dtype=_int_or_bool,
+               public=True, method=True, doc="Bitwise and (logical and for bool).")
 or_p = binary("bitwise_or", lambda xp, a, b: xp.bitwise_or(a, b), None, "bitwise_or",
-              "{self} | {other}", np_t="{self} | {other}", dtype=_int_or_bool)
+              "{self} | {other}", np_t="{self} | {other}", dtype=_int_or_bool,
+              public=True, method=True, doc="Bitwise or (logical or for bool).")
 xor_p = binary("bitwise_xor", lambda xp, a, b: xp.bitwise_xor(a, b), None, "bitwise_xor",
-               "{self} ^ {other}", np_t="{self} ^ {other}", dtype=_int_or_bool)
+               "{self} ^ {other}", np_t="{self} ^ {other}", dtype=_int_or_bool,
+               public=True, method=True, doc="Bitwise xor (logical xor for bool).")
 # The C tier takes bools but no ints (those stay on NumPy), and ~ of a C bool would set
 # its high bits: a bool's not is !.
 not_p = Primitive("bitwise_not", lambda xp, x: xp.invert(x), dtype=_int_or_bool,
                   shape=same_shape, np="np.invert({self})", np_out="np.invert({self}, out={out})",
-                  c="!{self}", kind="elementwise")
+                  c="!{self}", kind="elementwise",
+                  public=True, method=True, doc="Bitwise not (logical not for bool).")
 logical_not_p = Primitive("logical_not", lambda xp, x: xp.logical_not(x), dtype=to_bool,
                           shape=same_shape, np="np.logical_not({self})",
                           np_out="np.logical_not({self}, out={out})", c="!{self}",
-                          operands=_keep, kind="elementwise")
+                          operands=_keep, kind="elementwise",
+                          public=True, method=True, doc="Elementwise not, as bool.")
 isnan_p = Primitive("isnan", lambda xp, x: xp.isnan(x), dtype=to_bool, shape=same_shape,
                     np="np.isnan({self})", np_out="np.isnan({self}, out={out})",
-                    c="isnan({self})", operands=_keep, kind="elementwise")
+                    c="isnan({self})", operands=_keep, kind="elementwise",
+                    public=True, method=True, doc="True where x is NaN.")
 isinf_p = Primitive("isinf", lambda xp, x: xp.isinf(x), dtype=to_bool, shape=same_shape,
                     np="np.isinf({self})", np_out="np.isinf({self}, out={out})",
-                    c="isinf({self})", operands=_keep, kind="elementwise")
+                    c="isinf({self})", operands=_keep, kind="elementwise",
+                    public=True, method=True, doc="True where x is +-inf.")
 
 
 def _where_dtype(cond, a, b):
@@ -429,63 +465,49 @@ clone_p = Primitive("clone", lambda xp, x: x.copy(), dtype=promote, shape=same_s
                     np_out="np.copyto({out}, {self})", c="{self}", kind="elementwise")
 
 
-# public functions --------------------------------------------------------------------
+# public functions with logic of their own (the rest are generated by public=) ------------
 
-def _unary(prim, doc):
-    def fn(input):
-        return bind(prim, input)
-    fn.__name__ = fn.__qualname__ = prim.name
-    fn.__doc__ = doc
-    return fn
-
-
-exp = _unary(exp_p, "e to the power of each element.")
-log = _unary(log_p, "Natural logarithm (log'(x) = 1/x).")
-log1p = _unary(log1p_p, "log(1 + x), accurate for small x.")
-expm1 = _unary(expm1_p, "exp(x) - 1, accurate for small x.")
-sqrt = _unary(sqrt_p, "Square root; sqrt'(0) = inf as in PyTorch.")
-rsqrt = _unary(rsqrt_p, "1 / sqrt(x).")
-sin = _unary(sin_p, "Sine.")
-cos = _unary(cos_p, "Cosine.")
-tanh = _unary(tanh_p, "Hyperbolic tangent.")
-sigmoid = _unary(sigmoid_p, "Logistic sigmoid 1 / (1 + exp(-x)), computed without overflow.")
-erf = _unary(erf_p, "The error function.")
-neg = _unary(neg_p, "-x.")
-abs = _unary(abs_p, "|x|; abs'(0) = 0.")  # noqa: A001
-sign = _unary(sign_p, "-1, 0 or 1 by the sign of x; its gradient is zero.")
-relu = _unary(relu_p, "max(x, 0); relu'(0) = 0.")
-logical_not = _unary(logical_not_p, "Elementwise not, as bool.")
-bitwise_not = _unary(not_p, "Bitwise not (logical not for bool).")
-isnan = _unary(isnan_p, "True where x is NaN.")
-isinf = _unary(isinf_p, "True where x is +-inf.")
-floor = _unary(floor_p, "Round down; zero gradient.")
-ceil = _unary(ceil_p, "Round up; zero gradient.")
-trunc = _unary(trunc_p, "Round toward zero; zero gradient.")
-negative = neg
-
-
-def round(input, decimals=0):  # noqa: A001
-    """Round half to even, as PyTorch does; zero gradient."""
-    return bind(round_p, input, decimals=decimals)
+negative = neg  # noqa: F821 - neg and abs are declared by neg_p and abs_p (public=True)
 absolute = abs
 
 
+@method
+def round(input, decimals=0):  # noqa: A001
+    """Round half to even, as PyTorch does; zero gradient."""
+    return bind(round_p, input, decimals=decimals)
+
+
+@method
 def add(input, other, *, alpha=1):
     if alpha != 1:
         other = mul(other, alpha)
     return bind(add_p, input, other)
 
 
+# Hand-written in-place methods keep private names: the profiler then reports them under
+# the name given to ``inplace`` ("add_"), with the inputs it writes, as before.
+@method("add_")
+def _add_(self, other, *, alpha=1):
+    if alpha != 1:
+        other = mul(other, alpha)
+    return inplace(add_p, "add_", self, other)
+
+
+@method
 def sub(input, other, *, alpha=1):
     if alpha != 1:
         other = mul(other, alpha)
     return bind(sub_p, input, other)
 
 
-def mul(input, other):
-    return bind(mul_p, input, other)
+@method("sub_")
+def _sub_(self, other, *, alpha=1):
+    if alpha != 1:
+        other = mul(other, alpha)
+    return inplace(sub_p, "sub_", self, other)
 
 
+@method
 def div(input, other, *, rounding_mode=None):
     if rounding_mode is None:
         return bind(div_p, input, other)
@@ -494,6 +516,14 @@ def div(input, other, *, rounding_mode=None):
     return q.to(promote(input, other))
 
 
+@method("div_")
+def _div_(self, other, *, alpha=1):
+    if alpha != 1:
+        other = mul(other, alpha)
+    return inplace(div_p, "div_", self, other)
+
+
+@method
 def pow(input, exponent):  # noqa: A001
     from ..tensor import Tensor
     if not isinstance(exponent, Tensor) and isinstance(input, Tensor):
@@ -501,55 +531,21 @@ def pow(input, exponent):  # noqa: A001
     return bind(pow_p, input, exponent)
 
 
-def maximum(input, other):
-    return bind(maximum_p, input, other)
+@method("pow_")
+def _pow_(self, exponent):
+    from ..tensor import Tensor
+    if isinstance(exponent, Tensor):
+        return inplace(pow_p, "pow_", self, exponent)
+    return inplace(pow_scalar_p, "pow_", self, exponent=exponent)
 
 
-def minimum(input, other):
-    return bind(minimum_p, input, other)
-
-
-def eq(input, other):
-    return bind(eq_p, input, other)
-
-
-def ne(input, other):
-    return bind(ne_p, input, other)
-
-
-def lt(input, other):
-    return bind(lt_p, input, other)
-
-
-def le(input, other):
-    return bind(le_p, input, other)
-
-
-def gt(input, other):
-    return bind(gt_p, input, other)
-
-
-def ge(input, other):
-    return bind(ge_p, input, other)
-
-
-def bitwise_and(input, other):
-    return bind(and_p, input, other)
-
-
-def bitwise_or(input, other):
-    return bind(or_p, input, other)
-
-
-def bitwise_xor(input, other):
-    return bind(xor_p, input, other)
-
-
+@method
 def logical_and(input, other):
     return bind(and_p, input.bool() if input.dtype is not dtypes.bool else input,
                 other.bool() if getattr(other, "dtype", dtypes.bool) is not dtypes.bool else other)
 
 
+@method
 def logical_or(input, other):
     return bind(or_p, input.bool() if input.dtype is not dtypes.bool else input,
                 other.bool() if getattr(other, "dtype", dtypes.bool) is not dtypes.bool else other)
@@ -562,6 +558,13 @@ def where(condition, input=None, other=None):
     return bind(where_p, condition, input, other)
 
 
+@method("where")
+def _where_method(self, condition, other):
+    """``x.where(condition, y)`` is ``where(condition, x, y)``."""
+    return where(condition, self, other)
+
+
+@method
 def clamp(input, min=None, max=None):  # noqa: A002
     from ..tensor import Tensor
     if min is None and max is None:
@@ -580,6 +583,23 @@ def clamp(input, min=None, max=None):  # noqa: A002
 clip = clamp
 
 
+@method("clamp_")
+def _clamp_(self, min=None, max=None):  # noqa: A002
+    if min is None and max is None:
+        raise op_error("clamp_", "At least one of 'min' or 'max' must not be None")
+    return inplace(clamp_p, "clamp_", self, min=min, max=max)
+
+
+@method("clamp_min")
+def _clamp_min(self, min):  # noqa: A002
+    return clamp(self, min=min)
+
+
+@method("clamp_max")
+def _clamp_max(self, max):  # noqa: A002
+    return clamp(self, max=max)
+
+
 def convert(input, dtype=None, device=None, copy=False):
     """The op behind ``Tensor.to``: a new dtype and/or device (differentiable)."""
     if dtype is not None:
@@ -594,5 +614,6 @@ def convert(input, dtype=None, device=None, copy=False):
     return bind(convert_p, input, dtype=dtype, device=device, src_device=src)
 
 
+@method
 def clone(input, *, memory_format=None):
     return bind(clone_p, input)

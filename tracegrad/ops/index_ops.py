@@ -11,6 +11,7 @@ from .. import dtypes
 from ..autograd.grad_mode import _state as _gm
 from ..tensor import Tensor
 from .core import Primitive, apply_view_steps, bind, inplace, op_error
+from .declare import method
 from .rules import norm_dim
 
 
@@ -85,7 +86,7 @@ index_p = Primitive(
     shape=_index_shape,
     vjp=lambda g, x, *idx, out, spec: (index_backward(g, idx, spec, x.shape),)
     + (None,) * len(idx),
-    np="{0}[{spec}]", view=True, kind="shape", node="IndexBackward0")
+    np="{self}[{spec}]", view=True, kind="shape", node="IndexBackward0")
 
 
 def _index_backward_impl(xp, g, *idx, spec, shape):
@@ -239,19 +240,40 @@ def setitem(target, key, value):
     return target
 
 
+@method("fill_")
+def _fill_(self, value):
+    return inplace(index_put_p, "fill_", self, value, spec=(Ellipsis,))
+
+
+@method("zero_")
+def _zero_(self):
+    return _fill_(self, 0)
+
+
+@method("copy_")
+def _copy_(self, src, non_blocking=False):
+    if isinstance(src, Tensor) and src.device != self.device:
+        src = src.to(self.device)
+    return inplace(index_put_p, "copy_", self, src, spec=(Ellipsis,))
+
+
+@method
 def gather(input, dim, index):
     return bind(gather_p, input, index, dim=norm_dim(dim, input.ndim))
 
 
+@method
 def scatter_add(input, dim, index, src):
     d = norm_dim(dim, input.ndim)
     return input + bind(scatter_add_zeros_p, src, index, dim=d, shape=input.shape)
 
 
+@method
 def take_along_dim(input, indices, dim):
     return gather(input, dim, indices)
 
 
+@method
 def index_select(input, dim, index):
     if index.ndim > 1:
         raise op_error("index_select", "index_select(): Index is supposed to be a vector")
@@ -265,6 +287,7 @@ def index_select(input, dim, index):
 slice_all = ("s", None, None, None)
 
 
+@method
 def masked_fill(input, mask, value):
     from .elementwise import where
     if mask.dtype is not dtypes.bool:
@@ -274,12 +297,24 @@ def masked_fill(input, mask, value):
     return out if out.dtype is input.dtype else out.to(input.dtype)
 
 
+@method("masked_fill_")
+def _masked_fill_(self, mask, value):
+    from .shape_ops import broadcast_if_needed
+    if mask.dtype.name != "bool":
+        raise op_error("masked_fill_", f"masked_fill_ only supports boolean masks, but got mask "
+                                       f"with dtype {mask.dtype.name}")
+    mask = broadcast_if_needed(mask, self.shape)
+    return inplace(index_put_p, "masked_fill_", self, value, mask, spec=(("t", 0),))
+
+
+@method
 def masked_select(input, mask):
     from .shape_ops import broadcast_tensors
     input, mask = broadcast_tensors(input, mask)
     return index(input, mask)
 
 
+@method
 def nonzero(input, *, as_tuple=False):
     nz = input._data.nonzero()
     if as_tuple:

@@ -1,5 +1,6 @@
 """Matrix products: one batched primitive, with 1-D operands handled by composition."""
 from .core import Primitive, bind, op_error
+from .declare import method
 from .rules import broadcast
 from .shape_ops import squeeze, transpose, unsqueeze
 
@@ -27,9 +28,10 @@ matmul_p = Primitive(
     "matmul", lambda xp, a, b: xp.matmul(a, b), args=("self", "mat2"), dtype=_matmul_dtype,
     shape=_matmul_shape,
     vjp=(lambda g, a, b, out: matmul(g, _mT(b)), lambda g, a, b, out: matmul(_mT(a), g)),
-    saves=("self", "mat2"), node="MmBackward0", np="np.matmul({0}, {1})", kind="matmul")
+    saves=("self", "mat2"), node="MmBackward0", np="np.matmul({self}, {mat2})", kind="matmul")
 
 
+@method
 def matmul(input, other):
     """NumPy's matmul semantics: 1-D operands are promoted and the added dim removed."""
     if input.ndim == 0 or other.ndim == 0:
@@ -45,12 +47,14 @@ def matmul(input, other):
     return out
 
 
+@method
 def mm(input, mat2):
     if input.ndim != 2 or mat2.ndim != 2:
         raise op_error("mm", f"self must be a matrix (got {input.ndim}-D and {mat2.ndim}-D)")
     return bind(matmul_p, input, mat2)
 
 
+@method
 def bmm(input, mat2):
     if input.ndim != 3 or mat2.ndim != 3:
         raise op_error("bmm", f"batch1 must be a 3D tensor (got {input.ndim}-D and "
@@ -61,10 +65,12 @@ def bmm(input, mat2):
     return bind(matmul_p, input, mat2)
 
 
+@method
 def mv(input, vec):
     return matmul(input, vec)
 
 
+@method
 def dot(input, other):
     if input.ndim != 1 or other.ndim != 1:
         raise op_error("dot", f"1D tensors expected, but got {input.ndim}D and {other.ndim}D "
@@ -72,5 +78,6 @@ def dot(input, other):
     return matmul(input, other)
 
 
+@method
 def outer(input, vec2):
     return unsqueeze(input, 1) * unsqueeze(vec2, 0)

@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import dtypes
 from .core import Combiner, Primitive, bind, op_error
+from .declare import method
 from .rules import norm_dim, norm_dims, reduced_shape
 
 
@@ -148,42 +149,50 @@ all_p = Primitive("all", lambda xp, x, dims, keepdim: xp.all(x, axis=dims, keepd
 
 # public functions --------------------------------------------------------------------
 
+@method
 def sum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
     dims = norm_dims(dim, input.ndim)
     return bind(sum_p, input, dims=dims, keepdim=keepdim,
                 dtype=None if dtype is None else dtypes.as_dtype(dtype))
 
 
+@method
 def amax(input, dim=(), keepdim=False):
     return bind(amax_p, input, dims=norm_dims(dim if dim != () else None, input.ndim),
                 keepdim=keepdim)
 
 
+@method
 def amin(input, dim=(), keepdim=False):
     return bind(amin_p, input, dims=norm_dims(dim if dim != () else None, input.ndim),
                 keepdim=keepdim)
 
 
+@method
 def prod(input, dim=None, keepdim=False, *, dtype=None):
     if dtype is not None:
         input = input.to(dtype)
     return bind(prod_p, input, dims=norm_dims(dim, input.ndim), keepdim=keepdim)
 
 
+@method
 def argmax(input, dim=None, keepdim=False):
     return bind(argmax_p, input, dim=None if dim is None else norm_dim(dim, input.ndim),
                 keepdim=keepdim)
 
 
+@method
 def argmin(input, dim=None, keepdim=False):
     return bind(argmin_p, input, dim=None if dim is None else norm_dim(dim, input.ndim),
                 keepdim=keepdim)
 
 
+@method
 def any(input, dim=None, keepdim=False):  # noqa: A001
     return bind(any_p, input, dims=norm_dims(dim, input.ndim), keepdim=keepdim)
 
 
+@method
 def all(input, dim=None, keepdim=False):  # noqa: A001
     return bind(all_p, input, dims=norm_dims(dim, input.ndim), keepdim=keepdim)
 
@@ -213,9 +222,11 @@ def _extremum(name, full, arg, input, dim_or_other, keepdim):
     return values_indices(values, idx)
 
 
+@method
 def max(input, dim=None, keepdim=False):  # noqa: A001
     return _extremum("max", amax, argmax, input, dim, keepdim)
 
 
+@method
 def min(input, dim=None, keepdim=False):  # noqa: A001
     return _extremum("min", amin, argmin, input, dim, keepdim)

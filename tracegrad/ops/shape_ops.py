@@ -6,6 +6,7 @@ version counter) with their input, as PyTorch's do.
 import math
 
 from .core import Primitive, _xp, bind, op_error
+from .declare import method
 from .rules import norm_dim, promote
 
 
@@ -28,7 +29,7 @@ reshape_p = Primitive(
     "reshape", lambda xp, x, shape: x.reshape(shape), dtype=lambda x, shape: x.dtype,
     shape=lambda s, shape: infer_shape(shape, math.prod(s)),
     vjp=(lambda g, x, out, shape: reshape(g, x.shape),), node="ViewBackward0",
-    np="{0}.reshape({shape})", view=True, kind="shape")
+    np="{self}.reshape({shape})", view=True, kind="shape")
 
 
 def _check_perm(s, dims):
@@ -50,7 +51,7 @@ def _inverse(dims):
 permute_p = Primitive(
     "permute", lambda xp, x, dims: x.transpose(dims), dtype=lambda x, dims: x.dtype,
     shape=_check_perm, vjp=(lambda g, x, out, dims: permute(g, _inverse(dims)),),
-    np="{0}.transpose({dims})", view=True, kind="shape")
+    np="{self}.transpose({dims})", view=True, kind="shape")
 
 
 def _broadcast_shape(s, shape):
@@ -71,7 +72,7 @@ broadcast_to_p = Primitive(
     "broadcast_to", lambda xp, x, shape: xp.broadcast_to(x, shape),
     dtype=lambda x, shape: x.dtype, shape=_broadcast_shape,
     vjp=(lambda g, x, out, shape: g,),   # sum_to_shape in the node undoes the broadcast
-    node="ExpandBackward0", np="np.broadcast_to({0}, {shape})", view=True, kind="shape")
+    node="ExpandBackward0", np="np.broadcast_to({self}, {shape})", view=True, kind="shape")
 
 
 def _cat_shape(*shapes, dim):
@@ -116,10 +117,12 @@ def _shape_arg(shape):
     return tuple(int(s) for s in shape)
 
 
+@method
 def reshape(input, *shape):
     return bind(reshape_p, input, shape=infer_shape(_shape_arg(shape), input.numel()))
 
 
+@method
 def view(input, *shape):
     from ..tensor import Tensor
     if len(shape) == 1 and not isinstance(shape[0], (int, tuple, list)):
@@ -144,14 +147,17 @@ def _viewable(a, shape):
     return bool(xp.may_share_memory(a.reshape(shape), a))   # a copy shares nothing
 
 
+@method
 def view_as(input, other):
     return view(input, other.shape)
 
 
+@method
 def reshape_as(input, other):
     return reshape(input, other.shape)
 
 
+@method
 def flatten(input, start_dim=0, end_dim=-1):
     if input.ndim == 0:
         return reshape(input, (1,))
@@ -163,6 +169,7 @@ def flatten(input, start_dim=0, end_dim=-1):
     return reshape(input, shape[:s] + (math.prod(shape[s:e + 1]),) + shape[e + 1:])
 
 
+@method
 def unflatten(input, dim, sizes):
     d = norm_dim(dim, input.ndim)
     shape = input.shape
@@ -170,6 +177,7 @@ def unflatten(input, dim, sizes):
     return reshape(input, shape[:d] + tuple(sizes) + shape[d + 1:])
 
 
+@method
 def squeeze(input, dim=None):
     shape = input.shape
     if dim is None:
@@ -181,17 +189,20 @@ def squeeze(input, dim=None):
     return reshape(input, tuple(n for i, n in enumerate(shape) if i not in dims))
 
 
+@method
 def unsqueeze(input, dim):
     d = norm_dim(dim, input.ndim + 1)
     shape = input.shape
     return reshape(input, shape[:d] + (1,) + shape[d:])
 
 
+@method
 def permute(input, *dims):
     dims = _shape_arg(dims)
     return bind(permute_p, input, dims=tuple(norm_dim(d, input.ndim) for d in dims))
 
 
+@method
 def transpose(input, dim0, dim1):
     n = input.ndim
     if n == 0:
@@ -205,6 +216,21 @@ def transpose(input, dim0, dim1):
 swapaxes = swapdims = transpose
 
 
+@method("T")
+@property
+def _T(self):
+    """``x.T``: the dims reversed."""
+    return permute(self, tuple(reversed(range(self.ndim))))
+
+
+@method("mT")
+@property
+def _mT(self):
+    """``x.mT``: the last two dims swapped."""
+    return transpose(self, -2, -1)
+
+
+@method
 def t(input):
     if input.ndim > 2:
         raise op_error("t", f"t() expects a tensor with <= 2 dimensions, but self is "
@@ -212,6 +238,7 @@ def t(input):
     return transpose(input, 0, 1) if input.ndim == 2 else input
 
 
+@method
 def movedim(input, source, destination):
     n = input.ndim
     src = norm_dim(source, n)
@@ -221,6 +248,7 @@ def movedim(input, source, destination):
     return permute(input, tuple(order))
 
 
+@method
 def broadcast_to(input, shape):
     """A view of ``input`` broadcast to ``shape``: a new tensor even when the shape is its
     own, as PyTorch's ``expand`` gives."""
@@ -234,6 +262,7 @@ def broadcast_if_needed(input, shape):
     return input if shape == input.shape else bind(broadcast_to_p, input, shape=shape)
 
 
+@method
 def expand(input, *sizes):
     sizes = _shape_arg(sizes)
     lead = len(sizes) - input.ndim
@@ -245,6 +274,7 @@ def expand(input, *sizes):
     return broadcast_to(input, shape)
 
 
+@method
 def expand_as(input, other):
     return broadcast_to(input, other.shape)
 
@@ -280,12 +310,14 @@ def stack(tensors, dim=0):
     return cat([unsqueeze(x, d) for x in tensors], d)
 
 
+@method
 def narrow(input, dim, start, length):
     from .index_ops import index
     d = norm_dim(dim, input.ndim)
     return index(input, (slice(None),) * d + (slice(start, start + length),))
 
 
+@method
 def split(tensor, split_size_or_sections, dim=0):
     d = norm_dim(dim, tensor.ndim)
     n = tensor.shape[d]
@@ -305,6 +337,7 @@ def split(tensor, split_size_or_sections, dim=0):
     return tuple(out)
 
 
+@method
 def chunk(input, chunks, dim=0):
     d = norm_dim(dim, input.ndim)
     n = input.shape[d]
@@ -312,11 +345,13 @@ def chunk(input, chunks, dim=0):
     return split(input, max(size, 1), d)
 
 
+@method
 def unbind(input, dim=0):
     d = norm_dim(dim, input.ndim)
     return tuple(squeeze(x, d) for x in split(input, 1, d))
 
 
+@method
 def contiguous(input, memory_format=None):
     if input.is_contiguous():
         return input
@@ -324,6 +359,7 @@ def contiguous(input, memory_format=None):
     return clone(input)   # NumPy's copy is C-ordered
 
 
+@method
 def flip(input, dims):
     """A reversed copy (PyTorch's flip copies); a user's key refuses negative steps."""
     from .elementwise import clone

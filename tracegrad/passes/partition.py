@@ -313,11 +313,11 @@ class _Network:
         return seen
 
 
-def saved_and_recomputed(forward, backward, n_residuals):
+def saved_and_recomputed(forward, backward, n_residuals, namer=None):
     """For ``explain``: the residuals as ``(name, type, bytes, is_input)`` and the names of
     the values the backward recomputes (its nodes that read no cotangent), all named as
-    the printed backward names them."""
-    names = _names(backward)
+    the printed backward names them (or as ``namer``, a compiled variant's, does)."""
+    names = namer or _names(backward)
     inputs = set(forward.inputs)
     residuals = backward.inputs[:n_residuals]
     saved = [(names(v), type_str(v.aval), _nbytes(v), v in inputs) for v in residuals]

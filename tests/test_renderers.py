@@ -1,0 +1,131 @@
+"""The C-like renderers: every elementwise primitive's one C expression, as the C and the
+CUDA languages render it, compiles (gcc; nvcc where installed, no GPU needed); the CUDA
+walk's text is pinned, and the CUDA kernels of fused programs compile."""
+import shutil
+import subprocess
+import textwrap
+
+import pytest
+
+import tracegrad as tg
+from tracegrad import dtypes
+from tracegrad.codegen import cstyle
+from tracegrad.codegen.kernel import Literal, Op
+from tracegrad.ops import PRIMITIVES
+
+PARAMS = {"pow_scalar": {"exponent": 2.5}, "clamp": {"min": -1.0, "max": 1.0},
+          "round": {"decimals": 0}, "convert": {"dtype": dtypes.float32, "device": None,
+                                                "src_device": None}}
+BOOL_ONLY = {"bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "logical_not"}
+NVCC = shutil.which("nvcc")
+
+
+def elementwise():
+    return sorted(n for n, p in PRIMITIVES.items() if p.kind == "elementwise")
+
+
+def test_every_elementwise_primitive_declares_its_forms():
+    for name in elementwise():
+        prim = PRIMITIVES[name]
+        assert prim.np_template and prim.c_template and prim.cuda_template, name
+        # a kernel computes it by its np_out calls, or by its expression stored into a buffer
+        assert prim.np_out or prim.np_template, name
+
+
+def expression_source(lang, ctype, cpp):
+    """One function per elementwise primitive and dtype, computing its expression."""
+    parts = []
+    for name in elementwise():
+        prim = PRIMITIVES[name]
+        for dt in ((dtypes.bool,) if name in BOOL_ONLY else (dtypes.float32, dtypes.float64)):
+            t = lang.ctype(dt)
+            args = [f"a{i}" for i in range(len(prim.args))]
+            types = ["bool" if (name == "where" and i == 0) else t for i in range(len(args))]
+            op = Op("r", name, args, PARAMS.get(name, {}), dt, ())
+            expr = lang.code_for_op(op, args)
+            sig = ", ".join(f"{ty} {a}" for ty, a in zip(types, args))
+            head = f'extern "C" __device__ {t}' if cpp else t
+            parts.append(f"{head} f_{name}_{t}({sig}) {{ return {expr}; }}")
+    return ctype + "\n".join(parts) + "\n"
+
+
+def test_every_c_expression_compiles_with_the_system_compiler(tmp_path):
+    from tracegrad.codegen import build
+    try:
+        cc = build.toolchain()[0]
+    except build.BuildError as e:
+        pytest.skip(str(e))
+    src = tmp_path / "exprs.c"
+    src.write_text(expression_source(cstyle.C(), "#include <stdbool.h>\n#include <tgmath.h>\n",
+                                     False))
+    res = subprocess.run([cc, "-std=c11", "-c", str(src), "-o", str(tmp_path / "e.o")],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-4000:]
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+def test_every_cuda_expression_compiles_with_nvcc(tmp_path):
+    src = tmp_path / "exprs.cu"
+    src.write_text(expression_source(cstyle.CUDA(), "#include <math.h>\n", True))
+    res = subprocess.run([NVCC, "-c", str(src), "-o", str(tmp_path / "e.o")],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-4000:]
+
+
+def _kernels(fn, *args):
+    c = tg.compile(fn, backend="numpy")
+    out = c(*args)
+    if out.requires_grad:
+        out.sum().backward()
+    return c.kernels
+
+
+def test_cuda_text_is_pinned():
+    def f(x, b):
+        return tg.sigmoid(x * b) - 1
+
+    with tg.no_grad():
+        k = _kernels(f, tg.ones(4, 3), tg.ones(3))[0]
+    line = f.__code__.co_firstlineno
+    src = cstyle.CUDA().render_kernel(k, lambda s: s.rsplit("/", 1)[-1])
+    assert src == textwrap.dedent(f"""\
+        // fused0: mul sigmoid sub; one pass over [4,3]
+        extern "C" __global__ void forward_fused0(const float *__restrict__ x_, const float *__restrict__ b_, float *__restrict__ out_) {{
+          for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < 12; e += gridDim.x * (long long)blockDim.x) {{
+            const long long o = e / 3, j = e % 3;
+            const float x = x_[o * 3 + j];
+            const float b = b_[j];
+            // test_renderers.py:{line + 1}
+            const float t0 = x * b;
+            const float t1 = (t0 >= 0 ? 1 / (1 + exp(-t0)) : exp(t0) / (1 + exp(t0)));
+            const float out = t1 - 1.0f;
+            out_[o * 3 + j] = out;
+          }}
+        }}""")
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+def test_cuda_kernels_of_fused_programs_compile_with_nvcc(tmp_path):
+    def chain(x, y):
+        return tg.exp(tg.tanh(x * y + 1) - y) * 0.5 + x ** 2
+
+    def mixed(x, y):
+        return tg.relu(x - y) + tg.where(x > 0, x, y * 3) + tg.erf(x) * tg.clamp(y, -1, 1)
+    lang, parts = cstyle.CUDA(), ["#include <math.h>\n"]
+    for fn in (chain, mixed):
+        for dt in (tg.float32, tg.float64):
+            x = tg.randn(5, 3, dtype=dt, requires_grad=True)
+            y = tg.randn(3, dtype=dt, requires_grad=True)
+            for k in _kernels(fn, x, y):
+                try:
+                    src = lang.render_kernel(k)
+                except cstyle.Unsupported:     # reductions (y's gradient): not yet on CUDA
+                    continue
+                parts.append(src.replace(f"void {k.name}(", f"void {k.name}_{fn.__name__}_"
+                                                              f"{dt.name}("))
+    assert len(parts) > 4
+    src = tmp_path / "kernels.cu"
+    src.write_text("\n\n".join(parts))
+    res = subprocess.run([NVCC, "-c", str(src), "-o", str(tmp_path / "k.o")],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-4000:]
