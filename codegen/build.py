@@ -74,11 +74,7 @@ def build(source: str, name: str) -> ctypes.CDLL:
     `name` is a readable stem for the file (e.g. "step_v0"; characters other than letters,
     digits, '_', '-' and '.' become '_'). Raises BuildError."""
     tc = toolchain()
-    stem = re.sub(r"[^\w.-]", "_", name, flags=re.ASCII) + "-" + _key(source, tc)[:16]
-    try:
-        so_path = os.path.join(cache_dir(), stem + ".so")
-    except OSError as exc:
-        raise BuildError(f"cannot create the cache directory: {exc}") from None
+    so_path = _so_path(source, name, tc)
     lib = _loaded.get(so_path)
     if lib is not None:
         return lib
@@ -93,6 +89,21 @@ def build(source: str, name: str) -> ctypes.CDLL:
                 raise BuildError(f"cache entry {so_path}: {exc}") from None
             _loaded[so_path] = lib
     return lib
+
+
+def is_cached(source: str, name: str) -> bool:
+    """Whether `build(source, name)` would only load (this process has it, or the disk cache
+    holds it): cheap enough to decide whether to wait for it. Raises BuildError."""
+    so_path = _so_path(source, name, toolchain())
+    return so_path in _loaded or os.path.exists(so_path)
+
+
+def _so_path(source, name, tc):
+    stem = re.sub(r"[^\w.-]", "_", name, flags=re.ASCII) + "-" + _key(source, tc)[:16]
+    try:
+        return os.path.join(cache_dir(), stem + ".so")
+    except OSError as exc:
+        raise BuildError(f"cannot create the cache directory: {exc}") from None
 
 
 def cache_dir() -> str:

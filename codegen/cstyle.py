@@ -40,11 +40,10 @@ a kernel with another dtype, or an op without a C form, raises ``Unsupported`` a
 stays on the NumPy tier.
 """
 import math
-import os
 
 from tracegrad import dtypes
 
-from .kernel import Input, Literal, Reduce, strides
+from .kernel import Literal, Reduce, strides
 
 # Elements of a kernel's domain from which its outer loop runs on several threads.
 # Measured with benchmarks/threads.py (W1's forward kernel, 2 cores): below about 2**15
@@ -113,6 +112,18 @@ class C(Language):
     def render_kernel(self, kernel, site_comment=None, simd_math=True):
         """Source of one C function for ``kernel`` (raises ``Unsupported``)."""
         return _Writer(self, kernel, site_comment or (lambda s: None)).render()
+
+
+class CUDA(Language):
+    """The GPU target: the primitives' C expressions (``Primitive.cuda_template`` where a
+    primitive overrides one), rendered by the same walk as a grid-stride loop, one thread an
+    element. Kernels with reductions are not rendered for CUDA yet (``Unsupported``)."""
+
+    def template(self, prim):
+        return prim.cuda_template
+
+    def render_kernel(self, kernel, site_comment=None):
+        return _CudaWriter(self, kernel, site_comment or (lambda s: None)).render()
 
 
 # the walk -----------------------------------------------------------------------------------
@@ -299,14 +310,7 @@ class _Writer:
                          for name, s in self.maps.items()}
         else:
             self.emit(f"const int64_t n = {shape[last]};")
-            idx, rest = [], "o"
-            for a in range(last - 1, -1, -1):
-                idx.append((a, f"({rest} % {shape[a]})" if a else rest))
-                rest = f"({rest} / {shape[a]})"
-            self.base = {}
-            for name, s in self.maps.items():
-                terms = [f"{i} * {s[a]}" for a, i in idx if s[a]]
-                self.base[name] = " + ".join(terms) or "0"
+            self.base = self.row_bases("o")
         self.stride = {name: s[-1] for name, s in self.maps.items()}
         self.done = set()       # per-row values computed so far in this outer iteration
         for q in range(self.phases + 1):
@@ -314,6 +318,19 @@ class _Writer:
             self.inner_loop(ops, q)
         self.row_values(ops, self.phases + 1)
         self.close()
+
+    def row_bases(self, o):
+        """Each array's offset of row ``o`` (the outer index split into the outer axes)."""
+        shape, last = self.shape, len(self.shape) - 1
+        idx, rest = [], o
+        for a in range(last - 1, -1, -1):
+            idx.append((a, f"({rest} % {shape[a]})" if a else rest))
+            rest = f"({rest} / {shape[a]})"
+        bases = {}
+        for name, s in self.maps.items():
+            terms = [f"{i} * {s[a]}" for a, i in idx if s[a]]
+            bases[name] = " + ".join(terms) or "0"
+        return bases
 
     def row_values(self, ops, q):
         """Per-row values whose inputs are there before loop ``q``, computed once a row."""
@@ -465,6 +482,55 @@ class _Writer:
         self.emit(f"free({n}_parts);")
 
 
+class _CudaWriter(_Writer):
+    """The walk for CUDA: each thread computes elements ``e``, ``e + stride``, ...::
+
+        extern "C" __global__ void forward_fused0(const float *__restrict__ x_, ...) {
+          for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < 12;
+               e += gridDim.x * (long long)blockDim.x) {
+            const long long o = e / 3, j = e % 3;
+            const float x = x_[o * 3 + j];
+            ...
+    """
+
+    def render(self):
+        self.plan()
+        k, lang = self.k, self.lang
+        if any(isinstance(op, Reduce) for op in k.body):
+            raise Unsupported("reductions are not rendered for CUDA yet")
+        params = [f"const {lang.ctype(i.dtype)} *__restrict__ {self.c(i.name)}_"
+                  for i in k.inputs]
+        params += [f"{lang.ctype(op.dtype)} *__restrict__ {self.c(op.name)}_"
+                   for op in k.outputs]
+        ops = {op.name: op for op in k.body}
+        inner, total = self.shape[-1], math.prod(self.shape)
+        self.emit(f"// {k.label}: {k.op_names()}; one pass over "
+                  f"[{','.join(map(str, k.domain))}]")
+        self.open(f'extern "C" __global__ void {k.name}({", ".join(params)})')
+        self.open(f"for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; "
+                  f"e < {total}; e += gridDim.x * (long long)blockDim.x)")
+        self.emit(f"const long long o = e / {inner}, j = e % {inner};")
+        self.base = self.row_bases("o")
+        self.stride = {name: s[-1] for name, s in self.maps.items()}
+        prev = None
+        for name in self.closure([op.name for op in k.outputs], ops):
+            op = ops.get(name)
+            if op is None:
+                self.emit(f"const {lang.ctype(self.input(name).dtype)} {self.c(name)} = "
+                          f"{self.c(name)}_[{self.index(name)}];")
+                continue
+            comment = self.site_comment(op.site) if op.site and op.site != prev else None
+            if comment:
+                self.emit("// " + comment.rstrip(" \\"))
+            prev = op.site or prev
+            self.value(op)
+        for w in k.outputs:
+            self.emit(f"{self.c(w.name)}_[{self.index(w.name)}] = {self.c(w.name)};")
+        self.close()
+        self.close()
+        return "\n".join(self.lines)
+
+
 def _kept(op, ndim):
     """The shape of a reduction's result with its reduced axes kept as 1s."""
     return tuple(1 if a in op.axes else n for a, n in
@@ -518,8 +584,4 @@ def declarations(kernels, lang, simd_math):
     return "\n".join(lines) + "\n"
 
 
-def site_name(site):
-    return os.path.basename(site) if site else ""
-
-
-__all__ = ["C", "Language", "Unsupported", "declarations", "Input", "PARALLEL_MIN"]
+__all__ = ["C", "CUDA", "Language", "Unsupported", "declarations", "PARALLEL_MIN"]

@@ -237,12 +237,12 @@ class CompiledFunction:
             if v.backward_graph is not None:
                 from tracegrad.passes.partition import saved_and_recomputed
                 saved, recomputed = saved_and_recomputed(v.forward_graph, v.backward_graph,
-                                                         v.n_residuals)
+                                                         v.n_residuals, v.namer)
                 nbytes = sum(entry[2] for entry in saved)
                 extra = sum(entry[2] for entry in saved if not entry[3])
                 lines.append(f"    saves {v.n_residuals} value(s) for backward ({nbytes} bytes, "
                              f"{extra} beyond the inputs)"
-                             + (", named as in the backward's IR:" if saved else ""))
+                             + (", named as in .graph and .code:" if saved else ""))
                 for name, type_, size, is_input in saved:
                     lines.append(f"      {name}: {type_}, {size} bytes"
                                  + (" (an input)" if is_input else ""))

@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-.venv/bin/python -m pip install -q -e ".[test]"
+.venv/bin/python -m pip install -q -e ".[test,scipy]"
 if [ -n "${TRACEGRAD_EXTRA_TEST_DEPS:-}" ]; then
     # Optional oracles (PyTorch): tests that need them skip when they are missing.
     .venv/bin/python -m pip install -q ${TRACEGRAD_EXTRA_TEST_DEPS} \
