@@ -8,7 +8,7 @@ one walk over a kernel's op list. The C renderer writes one function per kernel:
     void forward_fused0(const float *restrict x_, const float *restrict a_,
                         const float *restrict b_, float *restrict out_, int nt) {
       double *out_parts = ...;           // one partial sum per thread
-      #pragma omp parallel num_threads(nt) if (1000000 >= PARALLEL_MIN)
+      #pragma omp parallel num_threads(nt)
       {
         double *out_part = out_parts + omp_get_thread_num();
         #pragma omp for schedule(static)
@@ -45,10 +45,13 @@ from tracegrad import dtypes
 
 from .kernel import Literal, Reduce, strides
 
-# Elements of a kernel's domain from which its outer loop runs on several threads.
-# Measured with benchmarks/threads.py (W1's forward kernel, 2 cores): below about 2**15
-# elements the cost of waking the second thread is larger than the work it takes.
-PARALLEL_MIN = 1 << 15
+# Elements of a kernel's domain from which its outer loop runs on several threads, from
+# benchmarks/threads.py (W1's forward kernel, 2 cores, load 0.8; ms, 1 thread / 2 threads):
+#   2**14 0.013/0.020   2**16 0.033/0.041   2**18 0.114/0.120   2**19 0.220/0.149
+#   2**20 0.431/0.283   2**22 1.93/1.00
+# Waking the sleeping second thread costs 10-15 us (OMP_WAIT_POLICY=passive, see tiers),
+# so two threads win from 2**19 elements on.
+PARALLEL_MIN = 1 << 19
 BLOCK = 4096            # elements per outer iteration when the domain has one axis
 ROW_BUFFER_MAX = 1 << 16    # elements of a row a later loop may keep values of
 STORE_COST = 8              # a value costing this many simple ops is kept, not recomputed
@@ -155,7 +158,7 @@ class _Writer:
         self.lines.append("  " * self.depth + line if line else "")
 
     def open(self, line):
-        self.emit(line + " {")
+        self.emit(f"{line} {{" if line else "{")
         self.depth += 1
 
     def close(self, tail=""):
@@ -275,8 +278,13 @@ class _Writer:
             self.emit(f"{acc} *{n}_parts = malloc(sizeof({acc}) * {count} * (size_t)nt);")
             self.emit(f"for (int64_t i = 0; i < {count} * (int64_t)nt; i++) "
                       f"{n}_parts[i] = {lang.literal(p.combiner.identity(p.dtype), p.acc_dtype)};")
-        self.emit(f"#pragma omp parallel num_threads(nt) if ({size} >= {PARALLEL_MIN})")
-        self.open("")
+        self.parallel = size >= PARALLEL_MIN
+        if self.parallel:
+            self.emit("#pragma omp parallel num_threads(nt)")
+            self.open("")
+        else:
+            self.open(f"{{  // one thread: {size} elements, fewer than {PARALLEL_MIN}")
+            self.lines[-1] = self.lines[-1][:-2]        # the comment carries the brace
         for p in k.partials:
             n = self.c(p.name)
             self.emit(f"{lang.ctype(p.acc_dtype)} *{n}_part = {n}_parts + "
@@ -300,7 +308,8 @@ class _Writer:
         shape, last = self.shape, len(self.shape) - 1
         blocks = len(shape) == 1 and not self.rowwise
         outer = -(-shape[0] // BLOCK) if blocks else math.prod(shape[:last])
-        self.emit("#pragma omp for schedule(static)")
+        if self.parallel:
+            self.emit("#pragma omp for schedule(static)")
         self.open(f"for (int64_t o = 0; o < {outer}; o++)")
         # the offset of each array's row: the outer index split into the outer axes
         if blocks:
