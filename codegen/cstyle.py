@@ -112,7 +112,7 @@ class Language:
 class C(Language):
     """The CPU tier: a C11 function with OpenMP threads and ``omp simd`` inner loops."""
 
-    def render_kernel(self, kernel, site_comment=None, simd_math=True):
+    def render_kernel(self, kernel, site_comment=None):
         """Source of one C function for ``kernel`` (raises ``Unsupported``)."""
         return _Writer(self, kernel, site_comment or (lambda s: None)).render()
 
@@ -130,13 +130,6 @@ class CUDA(Language):
 
 
 # the walk -----------------------------------------------------------------------------------
-
-class _Array:
-    """An array the function touches: name, C type, element strides over the coalesced axes."""
-
-    def __init__(self, name, ctype, strides):
-        self.name, self.ctype, self.strides = name, ctype, strides
-
 
 class _Writer:
     def __init__(self, lang, kernel, site_comment):
@@ -348,13 +341,13 @@ class _Writer:
                 continue
             if isinstance(op, Reduce):
                 continue            # finished by the loop that accumulates it
-            self.value(op, row=True)
+            self.value(op)
             self.done.add(op.name)
             if op in self.k.outputs:
                 self.emit(f"{self.c(op.name)}_[{self.base[op.name]}] = {self.c(op.name)};")
             for p in self.k.partials:
                 if p.args[0] == op.name:
-                    self.accumulate_into_part(p, self.c(op.name), row=True)
+                    self.accumulate_into_part(p, self.c(op.name))
 
     def inner_loop(self, ops, q):
         """Loop ``q`` over the inner axis: accumulates the reductions of phase ``q`` and
@@ -368,7 +361,7 @@ class _Writer:
                 continue
             for a in ops[name].operands() if name in ops else ():
                 if self.level[a] == "row":
-                    self.arg(a, True)
+                    self.arg(a)
         scalar = [r for r in reds if not r.spans or self.stride[r.name] == 0]
         for r in scalar:
             self.emit(f"{lang.ctype(r.acc_dtype)} {self.c(r.name)}_acc = "
@@ -377,7 +370,32 @@ class _Writer:
                           for r in scalar)
         self.emit(f"#pragma omp simd{clauses}")
         self.open("for (int64_t j = 0; j < n; j++)")
-        prev = None
+        self.points(need, ops, q)
+        for w in writes:
+            self.emit(f"{self.c(w.name)}_[{self.index(w.name)}] = {self.c(w.name)};")
+        for r in reds:
+            src = self.cast(r.args[0], r.acc_dtype)
+            if r in scalar:
+                self.emit(f"{self.c(r.name)}_acc = {self.combine_expr(r, self.c(r.name) + '_acc', src)};")
+            else:       # each j its own slot of the thread's partial
+                slot = f"{self.c(r.name)}_part[{self.index(r.name)}]"
+                self.emit(f"{slot} = {self.combine_expr(r, slot, src)};")
+        self.close()
+        for r in scalar:
+            if r.spans:
+                self.accumulate_into_part(r, f"{self.c(r.name)}_acc", raw=True)
+            else:
+                self.emit(f"const {lang.ctype(r.dtype)} {self.c(r.name)} = "
+                          f"({lang.ctype(r.dtype)}){self.c(r.name)}_acc;")
+                self.done.add(r.name)
+                if r in k.outputs:
+                    self.emit(f"{self.c(r.name)}_[{self.base[r.name]}] = {self.c(r.name)};")
+
+    def points(self, need, ops, q=0):
+        """The statements of loop ``q`` computing ``need`` at point ``j``: inputs read,
+        values kept by an earlier loop read back, the rest computed (and kept, when a later
+        loop reads them), with the user's line above each line's first statement."""
+        prev, lang = None, self.lang
         for name in need:
             op = ops.get(name)
             if name in self.stored and self.stored[name] != q:     # kept by an earlier loop
@@ -395,25 +413,6 @@ class _Writer:
             self.value(op)
             if self.stored.get(name) == q:
                 self.emit(f"{self.c(name)}_row[j] = {self.c(name)};")
-        for w in writes:
-            self.emit(f"{self.c(w.name)}_[{self.index(w.name)}] = {self.c(w.name)};")
-        for r in reds:
-            src = self.cast(r.args[0], r.acc_dtype)
-            if r in scalar:
-                self.emit(f"{self.c(r.name)}_acc = {self.combine_expr(r, self.c(r.name) + '_acc', src)};")
-            else:       # each j its own slot of the thread's partial
-                slot = f"{self.c(r.name)}_part[{self.index(r.name)}]"
-                self.emit(f"{slot} = {self.combine_expr(r, slot, src)};")
-        self.close()
-        for r in scalar:
-            if r.spans:
-                self.accumulate_into_part(r, f"{self.c(r.name)}_acc", row=True, raw=True)
-            else:
-                self.emit(f"const {lang.ctype(r.dtype)} {self.c(r.name)} = "
-                          f"({lang.ctype(r.dtype)}){self.c(r.name)}_acc;")
-                self.done.add(r.name)
-                if r in k.outputs:
-                    self.emit(f"{self.c(r.name)}_[{self.base[r.name]}] = {self.c(r.name)};")
 
     def closure(self, names, ops, stop=()):
         """Point values (and inputs read per point) that ``names`` need, in body order;
@@ -429,7 +428,7 @@ class _Writer:
         order = [i.name for i in self.k.inputs] + [op.name for op in self.k.body]
         return [n for n in order if n in want]
 
-    def value(self, op, row=False):
+    def value(self, op):
         ctype = self.lang.ctype(op.dtype)
         if op.name in self.single:      # one element: the identity combined with it
             x = self.cast(op.args[0], op.acc_dtype)
@@ -437,10 +436,10 @@ class _Writer:
             self.emit(f"const {ctype} {self.c(op.name)} = "
                       f"({ctype}){self.combine_expr(op, start, x)};")
             return
-        args = [self.arg(a, row) for a in op.args]
+        args = [self.arg(a) for a in op.args]
         self.emit(f"const {ctype} {self.c(op.name)} = {self.lang.code_for_op(op, args)};")
 
-    def arg(self, a, row):
+    def arg(self, a):
         if type(a) is Literal:
             return self.lang.literal(a.value, a.dtype)
         inp = self.input(a)
@@ -461,7 +460,7 @@ class _Writer:
         return " + ".join(p for p in (base if base != "0" else "", point) if p) or "0"
 
     def cast(self, name, dtype):
-        return f"({self.lang.ctype(dtype)}){self.c(name)}"
+        return self.cast_expr(self.c(name), dtype)
 
     def reduction_op(self, r):
         return {"add": "+", "multiply": "*"}.get(r.combiner.ufunc) or \
@@ -470,7 +469,7 @@ class _Writer:
     def combine_expr(self, r, acc, x):
         return r.combiner.c.format(acc=acc, x=x)
 
-    def accumulate_into_part(self, p, value, row, raw=False):
+    def accumulate_into_part(self, p, value, raw=False):
         slot = f"{self.c(p.name)}_part[{self.base[p.name]}]"
         x = value if raw else self.cast_expr(value, p.acc_dtype)
         self.emit(f"{slot} = {self.combine_expr(p, slot, x)};")
@@ -521,18 +520,8 @@ class _CudaWriter(_Writer):
         self.emit(f"const long long o = e / {inner}, j = e % {inner};")
         self.base = self.row_bases("o")
         self.stride = {name: s[-1] for name, s in self.maps.items()}
-        prev = None
-        for name in self.closure([op.name for op in k.outputs], ops):
-            op = ops.get(name)
-            if op is None:
-                self.emit(f"const {lang.ctype(self.input(name).dtype)} {self.c(name)} = "
-                          f"{self.c(name)}_[{self.index(name)}];")
-                continue
-            comment = self.site_comment(op.site) if op.site and op.site != prev else None
-            if comment:
-                self.emit("// " + comment.rstrip(" \\"))
-            prev = op.site or prev
-            self.value(op)
+        self.stored = {}
+        self.points(self.closure([op.name for op in k.outputs], ops), ops)
         for w in k.outputs:
             self.emit(f"{self.c(w.name)}_[{self.index(w.name)}] = {self.c(w.name)};")
         self.close()

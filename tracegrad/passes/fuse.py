@@ -30,10 +30,6 @@ import numpy as np
 
 from ..ir import Graph, Group
 
-# reductions a pass can compute in parts (one per chunk of rows) and combine afterwards
-CHUNKABLE = frozenset({"sum", "amax", "amin", "prod"})
-
-
 class Draft:
     """A group being built: loop and after nodes, the domain, and what each value is
     (``local``: lines up with the domain's rows; ``rows``: sliced along the rows but not
@@ -82,7 +78,8 @@ def fusable(node):
     prim = node.prim
     if prim.kind == "elementwise":
         return node.out.aval.dtype is not None and node.params.get("device") is None
-    return (node.op in CHUNKABLE and node.params.get("dtype") is None
+    # a reduction whose primitive declares how its parts combine can be computed in parts
+    return (prim.reduce is not None and node.params.get("dtype") is None
             and node.inputs[0].ndim >= 1)
 
 
