@@ -103,7 +103,7 @@ def _build(variant, strict=False):
     for k in kept:
         dts = [i.dtype.np for i in k.inputs] + [op.dtype.np for op in k.outputs]
         parts = [(op.value.shape, np.dtype(op.dtype.np)) for op in k.partials]
-        variant.namespace[k.name] = CKernel(getattr(lib, k.name), dts, parts)
+        variant.namespace[k.name] = CKernel(getattr(lib, k.name), dts, parts, len(k.inputs))
     variant.c_source = source
     variant.c_kernels = [k.name for k in kept]
     variant.c_ready_at = time.perf_counter()
