@@ -13,8 +13,8 @@ RESERVED = frozenset(keyword.kwlist) | frozenset(dir(builtins)) | {
 class CodeNamer(Namer):
     """``Namer`` for code: hint-less values are ``t0``, ``t1``, ..."""
 
-    def __init__(self, taken=()):
-        super().__init__(RESERVED | set(taken))
+    def __init__(self, taken=(), hints=None):
+        super().__init__(RESERVED | set(taken), hints)
 
     def _fresh(self, hint):
         if hint:

@@ -124,7 +124,7 @@ class CompiledFunction:
             if "recompiles" in os.environ.get("TRACEGRAD_LOG", ""):
                 print(f"tracegrad.compile: retracing {self._label}: {reason}", file=sys.stderr)
         start = time.perf_counter()
-        tracer = Tracer()
+        tracer = Tracer(name_captured=lambda t: _captured_name(t, self._module, self._target))
         for t, p in zip(tensors, paths):
             tracer.argument(t, self._readable(p))
         fn = self._traceable()
@@ -134,7 +134,6 @@ class CompiledFunction:
         finally:
             tracer.restore()
         traced = tracer.finish(result)
-        _name_captured(traced, tracer, self._module, self._target)
         label = f"{self._label}_v{len(self._variants)}".replace(".", "_").replace("<", "") \
             .replace(">", "")
         v = build(traced, label, _gm.grad_enabled and not _gm.inference,
@@ -428,12 +427,11 @@ def _source_of(t, module, fn):
     return ("a tensor reached through an object", None)
 
 
-def _name_captured(traced, tracer, module, fn):
-    for t, (_, v) in zip(traced.captured, tracer.captured):
-        if v.name is None:
-            name = _source_of(t, module, fn)[0]
-            if name and " " not in name:
-                v.name = name.replace(".", "_")
+def _captured_name(t, module, fn):
+    """The name a captured tensor's value is built with: where it was found (``0.weight``
+    becomes ``_0_weight``), or None."""
+    name = _source_of(t, module, fn)[0]
+    return name.replace(".", "_") if name and " " not in name else None
 
 
 def _captured_changed(v):

@@ -121,6 +121,16 @@ def test_nan_inf_and_negative_zero_propagate_as_numpy(dtype):
         assert (np.signbit(g[zeros]) == np.signbit(w[zeros])).all(), f"output {k}: sign of 0"
 
 
+@pytest.mark.parametrize("n", range(1, 41))
+def test_float32_round_trips_round_in_every_position(n):
+    """Each element, vector body and remainder alike, is rounded to float32 and back
+    (gcc 12's SLP vectorizer dropped the round trip in the remainder)."""
+    x = np.random.default_rng(n).standard_normal(n)
+    c, got = _compiled(lambda x: x.float().double() * 1.0, "c", tg.tensor(x))
+    assert c._last.c_kernels
+    np.testing.assert_array_equal(got.numpy(), x.astype(np.float32).astype(np.float64))
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_max_min_reductions_propagate_nan(dtype):
     x = np.arange(12, dtype=dtype).reshape(3, 4)
@@ -302,3 +312,21 @@ def test_dump_writes_the_c_source(tmp_path, monkeypatch):
 def test_bad_backend_names_the_choices():
     with pytest.raises(ValueError, match="'numpy', 'c'"):
         tg.compile(lambda x: x, backend="tpu")
+
+
+def test_ir_values_are_named_when_built_and_never_renamed():
+    from tracegrad.ir import Value
+    from tracegrad.ops.core import Aval
+    v = Value(Aval((2,), tg.float32), "h")
+    with pytest.raises(AttributeError, match="immutable"):
+        v.name = "g"
+
+    @tg.compile(backend="numpy")
+    def f(x):
+        hidden = tg.tanh(x)
+        return hidden.sum()
+
+    f(tg.ones(3, requires_grad=True)).backward()
+    for text in (f.code, f.graph, f.explain()):     # one naming scheme: hidden, d_hidden, out
+        assert "hidden" in text
+    assert "d_x" in f.code and "d_x" in f.graph and "d_out" in f.graph

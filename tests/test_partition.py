@@ -8,9 +8,10 @@ import numpy as np
 
 import tracegrad as tg
 import tracegrad.nn.functional as F
-from tracegrad.ir import print_graph, verify
+from tracegrad.ir import Namer, print_graph, verify
 from tracegrad.passes import partition as P
 from tracegrad.passes import pipeline
+from tracegrad.passes.autodiff import autodiff
 
 
 def _compile(monkeypatch, fn):
@@ -25,13 +26,23 @@ def _compile(monkeypatch, fn):
         split.append((forward, backward, (joint,) + args))
         return forward, backward, residuals
 
+    def hints(*args, **kwargs):         # the gradient names autodiff finds (d_x for x)
+        joint, where, found = autodiff(*args, **kwargs)
+        HINTS.update(found)
+        return joint, where, found
+    HINTS.clear()
     monkeypatch.setattr(pipeline, "partition", record)
+    monkeypatch.setattr(pipeline, "autodiff", hints)
     return tg.compile(fn), split
+
+
+HINTS = {}
 
 
 def _text(split):
     forward, backward, _ = split[-1]
-    return print_graph(forward, "forward") + "\n" + print_graph(backward, "backward")
+    return (print_graph(forward, "forward", Namer(hints=HINTS)) + "\n"
+            + print_graph(backward, "backward", Namer(hints=HINTS)))
 
 
 def _check_grads(fn, compiled, arrays, wrt):

@@ -6,7 +6,7 @@ import pytest
 
 import tracegrad as tg
 from tracegrad import dtypes
-from tracegrad.ir import SHORT, Graph, Node, Value, evaluate, infer_aval, verify
+from tracegrad.ir import SHORT, Graph, Namer, Node, Value, evaluate, infer_aval, print_graph, verify
 from tracegrad.ops.core import Aval
 from tracegrad.passes import pipeline
 from tracegrad.passes.dce import dce
@@ -375,14 +375,29 @@ def test_broadcasts_that_stay():
 def simplified(monkeypatch):
     """The graphs the pipeline's simplify returns while the test runs (after dce)."""
     seen = []
-    real = pipeline.simplify
+    real, real_autodiff = pipeline.simplify, pipeline.autodiff
 
     def spy(graph):
         out = real(graph)
         seen.append(verify(dce(out)))
         return out
+
+    def hints(*args, **kwargs):         # the gradient names autodiff finds (d_x for x)
+        joint, where, found = real_autodiff(*args, **kwargs)
+        HINTS.update(found)
+        return joint, where, found
+    HINTS.clear()
     monkeypatch.setattr(pipeline, "simplify", spy)
+    monkeypatch.setattr(pipeline, "autodiff", hints)
     return seen
+
+
+HINTS = {}
+
+
+def _named(graph):
+    """The graph printed with the names autodiff hinted (d_x), as .graph shows them."""
+    return print_graph(graph, "graph", Namer(hints=HINTS))
 
 
 def test_joint_graph_of_a_cube_and_a_bias(simplified):
@@ -391,7 +406,7 @@ def test_joint_graph_of_a_cube_and_a_bias(simplified):
         return (-y).sum()
 
     tg.compile(f)(tg.randn(4, 3, requires_grad=True), tg.randn(3, requires_grad=True))
-    assert str(simplified[-1]) == """graph(x:f32[4,3], b:f32[3], d_out:f32[]) {
+    assert _named(simplified[-1]) == """graph(x:f32[4,3], b:f32[3], d_out:f32[]) {
   a:f32[4,3] = add x b
   c:f32[4,3] = mul a a
   y:f32[4,3] = mul c a
@@ -414,7 +429,7 @@ def test_joint_graph_of_a_transposed_weight(simplified):
         return (x @ w.t()).sum()
 
     tg.compile(f)(tg.randn(4, 3, requires_grad=True), tg.randn(5, 3, requires_grad=True))
-    assert str(simplified[-1]) == """graph(x:f32[4,3], w:f32[5,3], d_out:f32[]) {
+    assert _named(simplified[-1]) == """graph(x:f32[4,3], w:f32[5,3], d_out:f32[]) {
   a:f32[3,5] = permute w  dims=(1,0)
   b:f32[4,5] = matmul x a
   out:f32[] = sum b  dims=(0,1) dtype=None keepdim=False

@@ -33,11 +33,17 @@ SHORT = {dtypes.float16: "f16", dtypes.float32: "f32", dtypes.float64: "f64",
 
 
 class Value:
-    """One SSA value: an aval and a name hint (the user's variable, or None)."""
+    """One SSA value: an aval and a name (the user's variable, or None), both given when it
+    is built and never changed (names found later are hints to a ``Namer``)."""
     __slots__ = ("aval", "name")
 
     def __init__(self, aval, name=None):
-        self.aval, self.name = aval, name
+        object.__setattr__(self, "aval", aval)
+        object.__setattr__(self, "name", name)
+
+    def __setattr__(self, attr, value):
+        raise AttributeError(f"IR values are immutable: build a new Value to set {attr} "
+                             f"(or give a Namer a name hint)")
 
     @property
     def shape(self):
@@ -207,15 +213,18 @@ def type_str(aval):
 
 
 class Namer:
-    """Deterministic, unique names: a value's hint when it has one, else a, b, c, ..."""
+    """Deterministic, unique names: a value's own name when it has one, else its hint from
+    ``hints`` (names passes found for it, such as ``d_x`` for the gradient of ``x``), else
+    a, b, c, ..."""
 
-    def __init__(self, taken=()):
+    def __init__(self, taken=(), hints=None):
         self.names, self.used, self.counter = {}, set(taken), 0
+        self.hints = hints or {}
 
     def __call__(self, v):
         name = self.names.get(v)
         if name is None:
-            name = self._fresh(v.name)
+            name = self._fresh(v.name or self.hints.get(v))
             self.names[v] = name
         return name
 

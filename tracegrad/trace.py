@@ -78,8 +78,9 @@ class Tracer:
     rules eager uses build the backward graph.
     """
 
-    def __init__(self, symbolic=False):
+    def __init__(self, symbolic=False, name_captured=None):
         self.symbolic = symbolic
+        self.name_captured = name_captured     # tensor -> the name of where it was found
         self.site = None        # when set, the site of every node added (autodiff: the forward's)
         self.nodes = []
         self.env = {}           # id(tensor) -> [tensor, value, version when recorded]
@@ -91,6 +92,7 @@ class Tracer:
         self.undo = {}          # id(root tensor) -> (tensor, data copy, version)
         self.rngs = {}          # id(generator) -> (generator, state before the trace)
         self.external = set()   # ids of argument and captured tensors
+        self.names = {}         # value -> the user's variable it was assigned to
 
     # values -----------------------------------------------------------------------------
     def add(self, op, inputs, params, name=None):
@@ -132,7 +134,8 @@ class Tracer:
         if entry is None:
             if t._base is not None and id(t._base) in self.env:
                 return self._replay_view(t)
-            v = Value(Aval(t.shape, t.dtype), None)     # a captured tensor
+            name = self.name_captured(t) if self.name_captured else None
+            v = Value(Aval(t.shape, t.dtype), name)     # a captured tensor
             self.captured.append((t, v))
             self.external.add(id(t))
             self.bind_value(t, v)
@@ -286,8 +289,18 @@ class Tracer:
         for t, _, _ in self.undo.values():
             outputs.append(self.value_of(t))
             mutations.append(t)
-        graph = Graph(self.arg_inputs + [v for _, v in self.captured], self.nodes, outputs)
-        return Traced(graph, list(self.arg_tensors), [t for t, _ in self.captured], self.guards,
+        # The values the user's assignments named are built again with those names, so the
+        # graph's values carry their names from construction on and nobody renames them.
+        named = {v: Value(v.aval, n) for v, n in self.names.items()}
+
+        def fix(v):
+            return named.get(v, v) if type(v) is Value else v
+        nodes = [Node(n.op, [fix(v) for v in n.inputs], n.params, fix(n.out), n.site)
+                 for n in self.nodes]
+        inputs = [fix(v) for v in self.arg_inputs + [v for _, v in self.captured]]
+        guards = [Guard(fix(g.value), g.kind, g.expected, g.site) for g in self.guards]
+        graph = Graph(inputs, nodes, [fix(v) for v in outputs])
+        return Traced(graph, list(self.arg_tensors), [t for t, _ in self.captured], guards,
                       mutations, (tree, n_results))
 
 

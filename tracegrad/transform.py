@@ -41,8 +41,8 @@ class _Helper:
             return
         for t, n in _named(value, name):
             v = tracer.env.get(id(t))
-            if v is not None and v[1].name is None:
-                v[1].name = n
+            if v is not None and v[1].name is None:     # the first assignment names it
+                tracer.names.setdefault(v[1], n)
 
 
 def _named(value, name):

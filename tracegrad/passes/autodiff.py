@@ -44,9 +44,14 @@ def active_values(graph, wrt):
     return active
 
 
-def autodiff(graph, wrt, seeds):
-    """The joint forward+backward graph, and for each ``wrt`` input the index of its
-    gradient among the joint outputs (None where no gradient flows)."""
+def autodiff(graph, wrt, seeds, names=None):
+    """``(joint, where, hints)``: the joint forward+backward graph, for each ``wrt`` input
+    the index of its gradient among the joint outputs (None where no gradient flows), and
+    name hints: ``names`` (for the forward's own values: an unnamed result is ``out``) and
+    those of the gradients (``d_hidden`` for ``hidden``), which the namers of printers and
+    codegen take; values keep the names they were built with."""
+    names = names or {}
+    hints = {}
     active = active_values(graph, wrt)
     tr = Tracer(symbolic=True)
     tr.nodes = list(graph.nodes)
@@ -63,7 +68,8 @@ def autodiff(graph, wrt, seeds):
     with grad_mode.no_grad(), tr.active():
         for i in seeds:
             v = graph.outputs[i]
-            c = Value(v.aval, "d_" + v.name if v.name else None)
+            name = v.name or names.get(v)
+            c = Value(v.aval, "d_" + name if name else None)
             cotangents.append(c)
             if v in active:
                 t = ph(c)
@@ -72,7 +78,7 @@ def autodiff(graph, wrt, seeds):
             g = ct.pop(n.out, None)
             if g is None:
                 continue
-            _name(tr, g, n.out)
+            _name(tr, g, n.out, names, hints)
             tr.site = n.site            # the backward of a line is listed under that line
             need = [type(v) is Value and v in active for v in n.inputs]
             for v, r, wanted in zip(n.inputs, _rules(n, g, ph, need), need):
@@ -91,11 +97,11 @@ def autodiff(graph, wrt, seeds):
         if g is None:
             where.append(None)
             continue
-        _name(tr, g, v)
+        _name(tr, g, v, names, hints)
         gv = tr.value_of(g)
         where.append(len(outputs))
         outputs.append(gv)
-    return Graph(list(graph.inputs) + cotangents, tr.nodes, outputs), where
+    return Graph(list(graph.inputs) + cotangents, tr.nodes, outputs), where, {**names, **hints}
 
 
 def _rules(node, g, ph, need):
@@ -108,8 +114,9 @@ def _rules(node, g, ph, need):
             for rule, wanted in zip(prim.vjp, need)]
 
 
-def _name(tr, g, v):
-    """Name the gradient of ``v`` after it: ``d_hidden`` for ``hidden``."""
+def _name(tr, g, v, names, hints):
+    """Hint the gradient of ``v``'s name after it: ``d_hidden`` for ``hidden``."""
     gv = tr.value_of(g)
-    if v.name and gv.name is None:
-        gv.name = "d_" + v.name
+    name = v.name or names.get(v)
+    if name and gv.name is None and gv not in hints:
+        hints[gv] = "d_" + name

@@ -52,12 +52,13 @@ def forward_only(graph, dump=None, check=None):
     return schedule(optimize(graph, dump, check), "forward", dump, check)
 
 
-def forward_backward(graph, wrt, seeds, dump=None, check=None, written=()):
-    """``(forward, backward, joint, grad_index)``: see ``autodiff`` and ``partition``;
-    ``written``: positions of inputs the forward writes in place (saving them costs)."""
+def forward_backward(graph, wrt, seeds, dump=None, check=None, written=(), names=None):
+    """``(forward, backward, joint, grad_index, hints)``: see ``autodiff`` and ``partition``;
+    ``written``: positions of inputs the forward writes in place (saving them costs);
+    ``names`` and ``hints``: name hints for values, given and found (see ``autodiff``)."""
     check = VERIFY if check is None else check
     # reverse mode with the primitives' VJP rules
-    joint, grad_index = autodiff(graph, wrt, seeds)
+    joint, grad_index, hints = autodiff(graph, wrt, seeds, names)
     if check:
         verify(joint)
     if dump:
@@ -73,4 +74,4 @@ def forward_backward(graph, wrt, seeds, dump=None, check=None, written=()):
         dump("backward", backward)
     forward = schedule(forward, "forward", dump, check)
     backward = schedule(backward, "backward", dump, check)
-    return forward, backward, joint, grad_index
+    return forward, backward, joint, grad_index, hints
