@@ -39,7 +39,10 @@ def compile(fn=None, *, backend=None, dynamic=None, fullgraph=False, mode=None,
     """Trace ``fn`` (a function or an ``nn.Module``) into an IR and run generated code.
 
     Works as ``@compile``, ``@compile(backend=...)`` and ``compile(model)``. The result
-    takes and returns what ``fn`` does; its tensor outputs take part in autograd.
+    takes and returns what ``fn`` does; its tensor outputs take part in autograd. A module
+    compiles to an ``OptimizedModule``: a module whose calls run the compiled forward and
+    whose parameters, ``state_dict`` (the original's keys), ``train()``/``eval()`` and
+    attributes are the original's (``_orig_mod``); ``Module.compile()`` compiles in place.
     ``backend``: "auto" (the default, or ``$TRACEGRAD_BACKEND``) runs fused groups on the
     NumPy tier at once and on C kernels once they are built in the background; "c" waits
     for the C build; "numpy" never builds. Without a C compiler, "auto" and "c" keep the
@@ -49,11 +52,12 @@ def compile(fn=None, *, backend=None, dynamic=None, fullgraph=False, mode=None,
     so ``fullgraph`` is always in effect. ``max_variants`` bounds retracing before the
     function runs eagerly.
     """
-    from tracegrad.runtime.compiled import CompiledFunction   # the runtime loads lazily
+    from tracegrad.runtime.compiled import CompiledFunction, OptimizedModule   # lazily
 
     def wrap(f):
-        return CompiledFunction(f, backend=backend, dynamic=dynamic, fullgraph=fullgraph,
-                                max_variants=max_variants)
+        compiled = CompiledFunction(f, backend=backend, dynamic=dynamic, fullgraph=fullgraph,
+                                    max_variants=max_variants)
+        return OptimizedModule(f, compiled) if isinstance(f, nn.Module) else compiled
     return wrap if fn is None else wrap(fn)
 
 

@@ -470,6 +470,19 @@ class Module:
         return _add_hook(self._forward_hooks, (hook, with_kwargs, always_call), prepend)
 
     def __call__(self, *args, **kwargs):
+        compiled = self.__dict__.get("_compiled_call")
+        if compiled is not None:            # Module.compile(): the compiled forward
+            return compiled(*args, **kwargs)
+        return self._call_impl(*args, **kwargs)
+
+    def compile(self, *args, **kwargs):
+        """Compile this module in place (``tracegrad.compile``'s arguments): its calls run
+        the compiled forward from now on; everything else about it is unchanged."""
+        from .. import compile as compile_
+        self.__dict__["_compiled_call"] = compile_(self, *args, **kwargs)._compiled
+
+    def _call_impl(self, *args, **kwargs):
+        """A call without compilation: forward pre-hooks, ``forward``, forward hooks."""
         if not self._forward_pre_hooks and not self._forward_hooks:
             return self.forward(*args, **kwargs)
         for hook, with_kwargs, _ in list(self._forward_pre_hooks.values()):
@@ -521,3 +534,4 @@ class Module:
             else:
                 main += "\n  " + "\n  ".join(lines) + "\n"
         return main + ")"
+
