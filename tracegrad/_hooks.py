@@ -1,9 +1,9 @@
-"""Interposition points for tracing and profiling.
+"""Interposition points for tracing and profiling, per thread (as grad mode is).
 
-The eager hot path pays one ``None`` check: ``bind`` reads ``bind_hook`` and,
-when a tracer or profiler is active, hands the call to it. Hooks stack: each
-receives ``inner``, the next one down (the plain eager ``bind`` at the bottom),
-and must call it to get the result tensor.
+The eager hot path pays one ``None`` check: ``bind`` reads ``state.bind_hook`` and,
+when a tracer or profiler is active in this thread, hands the call to it. Hooks stack:
+each receives ``inner``, the next one down (the plain eager ``bind`` at the bottom), and
+must call it to get the result tensor.
 
     def hook(prim, args, params, inner):
         out = inner(prim, args, params)
@@ -12,22 +12,70 @@ and must call it to get the result tensor.
 
     with bind_hook_installed(hook):
         ...
+
+``_hooks.tracer`` (the ``trace.Tracer`` recording this thread's ops while a compiled
+function is traced) and ``_hooks.bind_hook`` read and write this thread's state: a trace
+in one thread never sees, or records, another thread's eager work. A profiler records
+every thread: its hook is installed with ``all_threads=True``, as the default a thread
+without a hook of its own uses.
 """
 import contextlib
+import sys
+import threading
+import types
 
-bind_hook = None        # callable(prim, args, params) -> Tensor, or None
-tracer = None           # the active ``trace.Tracer`` while a compiled function is traced
+
+class _State(threading.local):
+    bind_hook = None        # callable(prim, args, params) -> Tensor, or None
+    tracer = None           # the active ``trace.Tracer`` of this thread, or None
+
+
+state = _State()
 
 
 @contextlib.contextmanager
-def bind_hook_installed(hook):
-    """Install ``hook`` above any active ones for the duration of the block."""
-    global bind_hook
+def bind_hook_installed(hook, all_threads=False):
+    """Install ``hook`` above the active ones for the duration of the block: in this thread,
+    or (``all_threads``) as every thread's default."""
     from .ops.core import apply_plain      # here: ops imports this module
-    below = bind_hook or apply_plain
-    prev = bind_hook
-    bind_hook = lambda prim, args, params: hook(prim, args, params, below)  # noqa: E731
+    below = (_State.bind_hook if all_threads else state.bind_hook) or apply_plain
+    installed = lambda prim, args, params: hook(prim, args, params, below)  # noqa: E731
+    if all_threads:     # the class's default: a staticmethod, or threads would bind it
+        prev = _State.__dict__["bind_hook"]
+        _State.bind_hook = staticmethod(installed)
+        try:
+            yield
+        finally:
+            _State.bind_hook = prev
+    else:
+        with suspended(bind_hook=installed):
+            yield
+
+
+@contextlib.contextmanager
+def suspended(**values):
+    """This thread's ``bind_hook``/``tracer`` set to ``values`` inside the block, and given
+    back after (a value the thread inherited stays inherited, not pinned)."""
+    own = {k: state.__dict__[k] for k in values if k in state.__dict__}
+    for k, v in values.items():
+        setattr(state, k, v)
     try:
         yield
     finally:
-        bind_hook = prev
+        for k in values:
+            if k in own:
+                setattr(state, k, own[k])
+            else:
+                delattr(state, k)
+
+
+class _Module(types.ModuleType):
+    """``_hooks.tracer`` and ``_hooks.bind_hook`` are this thread's."""
+
+    tracer = property(lambda self: state.tracer,
+                      lambda self, value: setattr(state, "tracer", value))
+    bind_hook = property(lambda self: state.bind_hook,
+                         lambda self, value: setattr(state, "bind_hook", value))
+
+
+sys.modules[__name__].__class__ = _Module

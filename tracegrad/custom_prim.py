@@ -47,12 +47,8 @@ def custom_primitive(fn, index):
     name = f"{fn.__name__}_{index}_{id(fn):x}"
 
     def impl(xp, *arrays, fn, template, index):
-        prev = _hooks.bind_hook, _hooks.tracer
-        _hooks.bind_hook = _hooks.tracer = None       # the user's forward runs plainly here
-        try:
+        with _hooks.suspended(bind_hook=None, tracer=None):   # the user's forward, plainly
             _, outs = _forward(fn, template, [Tensor._make(a) for a in arrays])
-        finally:
-            _hooks.bind_hook, _hooks.tracer = prev
         return outs[index]._data
 
     def vjp(g, *ins, out, fn, template, index):

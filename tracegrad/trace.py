@@ -239,28 +239,17 @@ class Tracer:
                                   "for a scalar, or move this code out of the compiled function.",
                        UnsupportedError)
 
-    @contextlib.contextmanager
     def suspended(self):
-        prev_hook, prev_tracer = _hooks.bind_hook, _hooks.tracer
-        _hooks.bind_hook = self._below
-        _hooks.tracer = None
-        try:
-            yield
-        finally:
-            _hooks.bind_hook, _hooks.tracer = prev_hook, prev_tracer
+        """Eager ops inside the block run as if no trace were active."""
+        return _hooks.suspended(bind_hook=self._below, tracer=None)
 
     # running ---------------------------------------------------------------------------------
     @contextlib.contextmanager
     def active(self):
         """Record every primitive call made inside the block."""
-        prev_tracer = _hooks.tracer
         self._below = _hooks.bind_hook
-        with _hooks.bind_hook_installed(self.hook):
-            _hooks.tracer = self
-            try:
-                yield self
-            finally:
-                _hooks.tracer = prev_tracer
+        with _hooks.bind_hook_installed(self.hook), _hooks.suspended(tracer=self):
+            yield self
 
     def run(self, fn, args, kwargs):
         """Call ``fn`` with the tracer active; return its result (real tensors)."""

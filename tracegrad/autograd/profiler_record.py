@@ -137,7 +137,7 @@ class Recorder:
             self.t0 = _clock()
             self.base_time_ns = time.time_ns()
         self._threads = {}
-        self._hook_cm = _hooks.bind_hook_installed(self.on_bind)
+        self._hook_cm = _hooks.bind_hook_installed(self.on_bind, all_threads=True)
         self._hook_cm.__enter__()
         engine.node_hook = self.on_node
 

@@ -45,6 +45,7 @@ from ..tensor import Tensor
 from .declare import check_vjp_reads, install_method
 
 _gm = grad_mode._state
+_hook_state = _hooks.state
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Frames from these places are tracegrad's own: the package, and (in a source checkout)
 # the codegen/ and runtime/ folders installed as tracegrad.codegen and tracegrad.runtime.
@@ -327,8 +328,8 @@ def _xp(arrays):
 
 def bind(prim, *args, **params):
     """Apply ``prim`` eagerly to tensors (and Python scalars), recording autograd."""
-    hook = _hooks.bind_hook
-    if hook is not None:        # a tracer or profiler is active
+    hook = _hook_state.bind_hook
+    if hook is not None:        # a tracer or profiler is active in this thread
         return hook(prim, args, params)
     return apply_plain(prim, args, params)
 
