@@ -53,7 +53,6 @@ from .kernel import Literal, Reduce, strides
 # so two threads win from 2**19 elements on.
 PARALLEL_MIN = 1 << 19
 BLOCK = 4096            # elements per outer iteration when the domain has one axis
-ROW_BUFFER_MAX = 1 << 16    # elements of a row a later loop may keep values of
 STORE_COST = 8              # a value costing this many simple ops is kept, not recomputed
 EXPENSIVE = frozenset({"exp", "log", "log1p", "expm1", "tanh", "sigmoid", "erf", "sin", "cos",
                        "pow", "pow_scalar", "sqrt", "rsqrt"})
@@ -225,7 +224,10 @@ class _Writer:
                           + [self.acc_phase.get(op.name, 0) for op in k.body
                              if isinstance(op, Reduce)] + [0])
         self.loops, self.stored, computed = {}, {}, {}
-        keep = self.rowwise and self.shape[-1] <= ROW_BUFFER_MAX
+        # kept, not computed again, whatever the row's length: a transcendental's vector and
+        # scalar forms differ in the last bit, so a value computed twice may not equal
+        # itself (and amax's == against it would fail)
+        keep = self.rowwise
         for q in range(self.phases + 1):
             reds = [op for op in k.body if isinstance(op, Reduce) and op.name not in self.single
                     and self.acc_phase[op.name] == q and self.level[op.args[0]] == "point"]

@@ -115,7 +115,8 @@ class Primitive:
 
     def __init__(self, name, impl, *, dtype, shape, args=("self",), vjp=None, saves=(),
                  node=None, np=None, np_out=None, c=None, cuda=None, operands=None,
-                 reduce=None, view=False, inplace=None, kind="other", public=None, method=None,
+                 reduce=None, exact=(), view=False, inplace=None, kind="other", public=None,
+                 method=None,
                  inplace_method=None, doc=None, helpers=None):
         self.name = name
         self.impl = impl
@@ -137,6 +138,10 @@ class Primitive:
         # (kernels cast to it first); by default every operand takes the result's dtype
         self.operands = operands
         self.reduce = reduce            # reductions: their Combiner
+        # args the rules compare with the result bit for bit (amax's ties): the backward
+        # must read the very values the forward computed, saved, never computed again
+        # (the C tier's vector exp and NumPy's differ in the last bit)
+        self.exact = exact
         self.view = view                # output may share storage with args[0]
         self.inplace_impl = inplace     # impl writing into args[0], for no-grad in-place ops
         self.kind = kind                # "elementwise", "reduction", "shape", "other"

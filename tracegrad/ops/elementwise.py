@@ -284,9 +284,16 @@ pow_scalar_p = Primitive(
     vjp=(lambda g, x, out, exponent: _pow_scalar_grad(g, x, exponent),), saves=("self",),
     node="PowBackward0", np=lambda self, exponent: _pow_source(self, exponent),
     np_out=lambda self, exponent, out: _pow_out(self, exponent, out),
-    c=lambda self, exponent: " * ".join([self] * int(_small_power(literal_value(exponent))))
-    if _small_power(literal_value(exponent)) else f"pow({self}, {exponent})",
+    c=lambda self, exponent: _pow_c(self, literal_value(exponent), exponent),
     kind="elementwise")
+
+
+def _pow_c(x, value, literal):
+    """C for ``x ** exponent`` with eager's shortcuts: multiplying for 2 and 3, sqrt for
+    0.5 (which keeps sqrt's -0.0 and nan at -inf, where pow gives +0.0 and inf)."""
+    if _small_power(value):
+        return " * ".join([x] * int(value))
+    return f"sqrt({x})" if value == 0.5 else f"pow({x}, {literal})"
 
 
 def literal_value(literal):
@@ -303,6 +310,8 @@ def _pow_source(x, exponent):
     at 4M elements)."""
     if _small_power(exponent):
         return " * ".join([x] * exponent)
+    if exponent == 0.5 and not isinstance(exponent, bool):
+        return f"np.sqrt({x})"
     return f"{x} ** {exponent!r}"
 
 
@@ -311,6 +320,8 @@ def _pow_out(x, exponent, out):
         return (f"np.multiply({x}, {x}, out={out})",)
     if _small_power(exponent) == 3:
         return (f"np.multiply({x}, {x}, out={out})", f"np.multiply({out}, {x}, out={out})")
+    if exponent == 0.5 and not isinstance(exponent, bool):
+        return (f"np.sqrt({x}, out={out})",)
     return (f"np.power({x}, {exponent!r}, out={out})",)
 
 

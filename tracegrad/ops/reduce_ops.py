@@ -84,7 +84,7 @@ def _extremum_prim(name, np_name, combiner):
         vjp=(lambda g, x, out, dims, keepdim: _extremum_grad(g, x, out, dims, keepdim),),
         saves=("self", "result"), np=f"np.{np_name}({{self}}, axis={{dims}}, keepdims={{keepdim}})",
         np_out=f"np.{np_name}({{self}}, axis={{dims}}, keepdims={{keepdim}}, out={{out}})",
-        reduce=combiner, kind="reduction")
+        reduce=combiner, exact=("self",), kind="reduction")
 
 
 amax_p = _extremum_prim("amax", "max", MAX)

@@ -112,11 +112,15 @@ def min_cut(primals, fwd_nodes, needed, written=frozenset()):
                 stack.extend(w for w in producer[v].values() if w not in region)
     order = [v for v in primals if v in region] + [n.out for n in fwd_nodes if n.out in region]
     dist, banned = _distances(order, producer, set(needed))
+    # inputs a rule compares with its result bit for bit (Primitive.exact) are saved: a
+    # value computed again may differ in its last bit (another tier, vector vs scalar math)
+    exact = {v for n in fwd_nodes for name, v in zip(n.prim.args, n.inputs)
+             if name in n.prim.exact and v in region}
     # capacities: bytes first; among equal bytes, fewer recomputed ops (dist breaks ties)
     scale = sum(dist.values()) + len(order) + 1
     free = set(primals) - set(written)          # alive anyway
     weight = {v: 0 if v in free else _nbytes(v) * scale + dist[v] + 1 for v in order}
-    fixed = set(primals) | banned
+    fixed = set(primals) | banned | exact
     while True:
         saved = _cut(order, producer, weight, fixed, needed)
         deep = _too_deep(order, producer, saved, needed)
