@@ -104,7 +104,7 @@ def _mlp(x, W1, b1, W2, b2):
 
 def test_backward_accumulates_into_leaves_like_eager():
     params = _mlp_params()
-    x = tg.randn(5, 4)
+    x = tg.tensor(np.random.default_rng(1).standard_normal((5, 4)), dtype=tg.float32)
     f = tg.compile(_mlp)
     for p in params:
         p.grad = None
@@ -115,8 +115,8 @@ def test_backward_accumulates_into_leaves_like_eager():
         p.grad = None
     _mlp(x, *params).sum().backward()
     _mlp(x, *params).sum().backward()
-    for a, p in zip(got, params):
-        _close(a, p.grad, rtol=1e-5)
+    for a, p in zip(got, params):       # the C tier's tanhf and NumPy's differ by an ulp
+        _close(a, p.grad, rtol=1e-5, atol=1e-6)
 
 
 def test_autograd_grad_and_hooks_on_outputs():
