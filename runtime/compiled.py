@@ -27,6 +27,7 @@ from tracegrad.transform import instrument
 
 from . import tiers
 from .events import phase
+from .guards import free_guards, stale
 from .variant import build
 
 _gm = grad_mode._state
@@ -80,7 +81,7 @@ class CompiledFunction:
         if last is not None and last.signature == key:
             # The usual call runs the variant that ran last: try it first (a cache hit in the
             # loop below would find it at the same cost, after the others' checks).
-            tried = _captured_changed(last) if last.sources else None
+            tried = _stale(last) if last.checks else None
             if tried is None:
                 try:
                     out = last.run(tensors + last.captured if last.captured else tensors)
@@ -95,7 +96,7 @@ class CompiledFunction:
                 if v is last and tried is not None:
                     reason = tried      # it failed just now
                     continue
-                why = _captured_changed(v)
+                why = _stale(v) if v.checks else None
                 if why:
                     reason = why
                     continue
@@ -141,7 +142,8 @@ class CompiledFunction:
                   title=f"{self._label}{_where(self._target)}, variant {len(self._variants)}",
                   backend=self.backend, signature=key, paths=[self._readable(p) for p in paths],
                   sources=[_source_of(t, self._module, self._target) for t in traced.captured],
-                  captured=traced.captured, captured_meta=[_meta(t) for t in traced.captured])
+                  captured=traced.captured, captured_meta=[_meta(t) for t in traced.captured],
+                  free=free_guards(self._target, self._module))
         self._cache.setdefault(key, []).append(v)
         self._variants.append(v)
         self.stats["compiles"] += 1
@@ -237,7 +239,7 @@ class CompiledFunction:
             if v.captured:
                 lines.append(f"    reads {len(v.captured)} captured tensor(s): "
                              + ", ".join(src[0] for src in v.sources))
-            for gd in v.guards:
+            for gd in list(v.free) + list(v.guards):
                 lines.append(f"    guard: {gd.describe()}")
             if v.backward_graph is not None:
                 from tracegrad.passes.partition import saved_and_recomputed
@@ -438,6 +440,11 @@ def _captured_name(t, module, fn):
     becomes ``_0_weight``), or None."""
     name = _source_of(t, module, fn)[0]
     return name.replace(".", "_") if name and " " not in name else None
+
+
+def _stale(v):
+    """Why variant ``v`` no longer fits what it read besides the arguments, or None."""
+    return _captured_changed(v) or stale(v.free)
 
 
 def _captured_changed(v):

@@ -28,18 +28,21 @@ class Variant:
 
     ``signature`` and ``paths`` describe the call it was traced for; ``captured`` are the
     tensors it reads besides the arguments, with their ``sources`` (name, getter) and
-    metadata, checked before each call. ``build`` fills in the code; ``tier`` says where
+    metadata, and ``free`` the Python values it read from outside the arguments, all
+    checked before each call. ``build`` fills in the code; ``tier`` says where
     its fused kernels run ("numpy", then "c" once the C build is ready).
     """
 
     _result_index = None    # per variant, once: the output index when the result is one tensor
 
     def __init__(self, label, title, profile_name, signature=None, paths=(), sources=(),
-                 captured=(), captured_meta=()):
+                 captured=(), captured_meta=(), free=()):
         self.label, self.title, self.profile_name = label, title, profile_name
         self.signature, self.paths = signature, list(paths)
         self.sources, self.captured = list(sources), list(captured)
         self.captured_meta = list(captured_meta)
+        self.free = list(free)          # guards.FreeGuard: Python values read from outside
+        self.checks = bool(self.sources or self.free)
         self.tier, self.kernel_ir, self.namespace = "numpy", [], {}
         self.c_source, self.c_kernels, self.c_skipped, self.c_seconds = None, [], {}, None
 
