@@ -4,7 +4,8 @@ One node per call joins every differentiable output to every input that
 requires grad. ``apply`` runs the variant's generated backward on the saved
 residuals; under ``create_graph=True`` it instead evaluates the joint IR
 through eager ops on the saved inputs, so the gradients are differentiable
-again (any order). ``release`` frees the residuals (a second backward without
+again (any order), with the generators set back to where the forward found them, so
+its random ops draw the forward's numbers again. ``release`` frees the residuals (a second backward without
 ``retain_graph`` raises PyTorch's error), and inputs saved for backward are
 checked against in-place changes as eager saved tensors are.
 """
@@ -22,7 +23,7 @@ _gm = grad_mode._state
 
 class CompiledFunctionBackward(Node):
     _materialize = True       # outputs that got no gradient count as zeros
-    __slots__ = ("variant", "residuals", "inputs", "versions")
+    __slots__ = ("variant", "residuals", "inputs", "versions", "rng_states")
 
     def apply(self, grads):
         if self.residuals is None:
@@ -31,12 +32,26 @@ class CompiledFunctionBackward(Node):
             self._check_versions()
         v = self.variant
         if _gm.grad_enabled:        # create_graph: run the joint graph through eager ops
-            outs = evaluate(v.joint, list(self.inputs) + list(grads))
+            outs = self._replaying(evaluate, v.joint, list(self.inputs) + list(grads))
             return [None if k is None else outs[k] for k in v.grad_index]
         arrays = run_generated(v.backward, [*self.residuals, *[g._data for g in grads]],
                                v.profile_name, "backward")
         make, asarray = Tensor._make, np.asarray
         return [None if k is None else make(asarray(arrays[k])) for k in v.grad_index]
+
+    def _replaying(self, fn, *args):
+        """``fn(*args)`` with the generators where the forward found them, so its random
+        ops draw the forward's numbers again; the generators are given back after."""
+        if not self.rng_states:
+            return fn(*args)
+        now = [(g, g.get_state()) for g, _ in self.rng_states]
+        for g, state in self.rng_states:
+            g.set_state(state)
+        try:
+            return fn(*args)
+        finally:
+            for g, state in now:
+                g.set_state(state)
 
     def _check_versions(self):
         for t, version in self.versions:

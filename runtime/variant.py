@@ -55,6 +55,8 @@ class Variant:
 
     def run(self, tensors):
         """Results for one call; ``tensors`` are the argument tensors then the captured ones."""
+        # the generators' states before the forward draws: create_graph draws the same again
+        states = [(g, g.get_state()) for g in self.generators] if self.generators else None
         try:
             outs = run_generated(self.forward, [t._data for t in tensors], self.profile_name,
                                  "forward")
@@ -88,6 +90,7 @@ class Variant:
             node.residuals = residuals
             node.inputs = tensors
             node.versions = [(tensors[i], tensors[i]._vc.value) for i in self.saved_inputs]
+            node.rng_states = states
             for nr, k in enumerate(seeds):
                 if results[k] is None:
                     results[k] = Tensor._make(np.asarray(outs[k]), node, True, None, nr)
@@ -139,6 +142,9 @@ def build(traced, label, want_grad, dump_ir=None, check=None, title=None, profil
     seeds = [k for k in range(n_res)
              if graph.outputs[k] in active and v.result_inputs[k] is None]
     v.wrt, v.seeds = wrt, seeds
+    # generators the forward draws from (dropout's masks): their states are kept per call
+    v.generators = list({id(n.params["generator"]): n.params["generator"]
+                         for n in g.nodes if n.op == "random"}.values()) if seeds else []
     v.out_meta = tuple((graph.outputs[k].shape, graph.outputs[k].dtype.np, None) for k in seeds)
     n_kept = n_res + n_mut
     with phase(v.profile_name, "passes", "compile"):

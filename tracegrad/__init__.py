@@ -15,8 +15,8 @@ from . import ops
 from .ops import *  # noqa: F401,F403 - the op functions are tracegrad's namespace
 from .ops import _install_new_methods
 from .creation import (
-    Generator, arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like,
-    initial_seed, linspace, manual_seed, ones, ones_like, rand, rand_like, randint,
+    Generator, arange, as_tensor, default_generator, empty, empty_like, eye, from_numpy, full,
+    full_like, initial_seed, linspace, manual_seed, ones, ones_like, rand, rand_like, randint,
     randint_like, randn, randn_like, randperm, seed, tensor, zeros, zeros_like,
 )
 from ._tensor_str import set_printoptions
