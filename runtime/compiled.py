@@ -17,6 +17,7 @@ import os
 import sys
 import time
 import warnings
+import weakref
 
 from tracegrad.codegen.support import GuardFailure
 from tracegrad import _hooks
@@ -32,6 +33,13 @@ from .variant import build
 
 _gm = grad_mode._state
 DEFAULT_MAX_VARIANTS = 8
+_ALL = weakref.WeakSet()      # every compiled function, for tracegrad.compiler.reset()
+
+
+def reset_all():
+    """``tracegrad.compiler.reset()``: every compiled function forgets its variants."""
+    for f in list(_ALL):
+        f.reset()
 
 
 class CompiledFunction:
@@ -56,6 +64,13 @@ class CompiledFunction:
         self.stats = {"compiles": 0, "cache_hits": 0, "fallbacks": 0, "retrace_reasons": [],
                       "compile_seconds": 0.0}
         functools.update_wrapper(self, target, updated=())
+        _ALL.add(self)
+
+    def reset(self):
+        """Forget every variant (and an eager fallback): the next call traces again."""
+        self._cache.clear()
+        self._variants.clear()
+        self._last, self._eager = None, False
 
     # calling ---------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):

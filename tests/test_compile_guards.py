@@ -135,3 +135,18 @@ def test_a_config_dict_changed_in_place():
     finally:
         CONFIG.update(scale=2.0, terms=[1, 2])
     assert c.stats["compiles"] == 3
+
+
+def test_compiler_reset_clears_every_cache():
+    f = tg.compile(_scaled, max_variants=1)
+    g = tg.compile(lambda x: x.exp().sum())
+    x = tg.ones(2)
+    f(x), g(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        f(tg.ones(3))                   # past max_variants: eager from now on
+    assert f.stats["fallbacks"] == 1
+    tg.compiler.reset()
+    f(x), g(x)
+    assert f.stats["compiles"] == 2 and g.stats["compiles"] == 2
+    assert f._last is not None and not f._eager

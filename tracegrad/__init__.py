@@ -20,7 +20,7 @@ from .creation import (
     randint_like, randn, randn_like, randperm, seed, tensor, zeros, zeros_like,
 )
 from ._tensor_str import set_printoptions
-from . import autograd, cuda, utils
+from . import autograd, compiler, cuda, utils
 from . import nn, optim
 from . import profiler, viz
 from .autograd import (
