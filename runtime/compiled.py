@@ -28,7 +28,7 @@ from tracegrad.transform import instrument
 
 from . import tiers
 from .events import phase
-from .guards import free_guards, stale
+from .guards import free_guards, impure_calls, stale
 from .variant import build
 
 _gm = grad_mode._state
@@ -61,6 +61,8 @@ class CompiledFunction:
         self._eager = False
         self._instrumented = None
         self._params = _param_names(target, skip_self=self._module is not None)
+        self._impure = impure_calls(target)     # calls a trace cannot replay: run eagerly
+        self._eager_reason = None
         self.stats = {"compiles": 0, "cache_hits": 0, "fallbacks": 0, "retrace_reasons": [],
                       "compile_seconds": 0.0}
         functools.update_wrapper(self, target, updated=())
@@ -127,6 +129,9 @@ class CompiledFunction:
         _flatten((args, kwargs), "", [], paths, [])
         if not variants and self._variants:
             reason = _difference(self._variants[-1], key, [self._readable(p) for p in paths])
+        if self._impure:
+            self._run_eagerly_for(self._impure)
+            return self._call_eagerly(*args, **kwargs)
         if len(self._variants) >= self.max_variants:
             self._fall_back(reason)
             return self._call_eagerly(*args, **kwargs)
@@ -200,8 +205,19 @@ class CompiledFunction:
                 return self._params[int(head)] + ("_" + rest if rest else "")
         return path
 
+    def _run_eagerly_for(self, calls):
+        self._eager = True
+        self._eager_reason = f"it calls {', '.join(calls)}, whose results change from call to call"
+        self.stats["fallbacks"] += 1
+        warnings.warn(
+            f"tracegrad.compile: {self._label} calls {', '.join(calls)}, whose results change "
+            "from call to call; a trace would freeze the first call's, so it runs eagerly. "
+            "Call these outside the compiled function and pass their results as arguments to "
+            "compile the rest.", RuntimeWarning, stacklevel=3)
+
     def _fall_back(self, reason):
         self._eager = True
+        self._eager_reason = "too many variants"
         self.stats["fallbacks"] += 1
         warnings.warn(
             f"tracegrad.compile: {self._label} was traced {len(self._variants)} times (the limit "
@@ -282,7 +298,7 @@ class CompiledFunction:
         for r in s["retrace_reasons"]:
             lines.append(f"  retraced because {r}")
         if self._eager:
-            lines.append("  now running eagerly (too many variants)")
+            lines.append(f"  now running eagerly ({self._eager_reason})")
         return "\n".join(lines)
 
     def __repr__(self):

@@ -13,11 +13,18 @@ before the variant runs; a changed one retraces (the reason names it):
 "Plain" values are the ones a trace can bake: ``None``, bools, numbers (NumPy scalars
 too), strings, and tuples, lists and dicts of them; a list or dict is compared by a copy
 taken when traced, so changing one in place retraces too. Tensors are captured inputs,
-read afresh each call (see ``trace.py``). Not covered: globals read by other functions the traced one calls, and
-impure calls such as ``random.randint``, whose results are baked as any other value.
+read afresh each call (see ``trace.py``).
+
+A call whose result changes from call to call (``random.randint``, ``time.time``,
+``os.environ``: ``impure_calls`` finds them in the function's code) cannot be guarded
+that way; such a function runs eagerly, after one warning naming the call, rather than
+replaying the first call's result. Not covered: what other functions the traced one
+calls read (their globals, their impure calls).
 """
+import dis
 import os
 import sys
+import types
 
 import numpy as np
 
@@ -130,4 +137,77 @@ def stale(guards):
         why = g.changed()
         if why:
             return why
+    return None
+
+
+# modules whose functions give a new result each call (``os``: only these attributes)
+_IMPURE = {"random": None, "time": None, "secrets": None, "uuid": None,
+           "os": {"environ", "getenv", "urandom", "getpid"}, "numpy.random": None}
+
+
+def impure_calls(fn):
+    """``["random.randint at model.py:12", ...]``: the reads of impure modules in ``fn``'s
+    code (nested code included), where its globals resolve them."""
+    fn = getattr(fn, "__func__", fn)
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return []
+    scope, found, stack = getattr(fn, "__globals__", {}), [], [code]
+    cells = {}          # the closure's names, and what the code imports itself
+    for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
+        try:
+            cells[name] = cell.cell_contents
+        except ValueError:
+            pass
+    while stack:
+        c = stack.pop()
+        stack.extend(k for k in c.co_consts if hasattr(k, "co_names"))
+        chain, line, imported = [], c.co_firstlineno, None
+        for ins in dis.get_instructions(c):
+            line = ins.positions.lineno if ins.positions and ins.positions.lineno else line
+            op = ins.opname
+            if op == "IMPORT_NAME":         # import random (inside the function)
+                imported = sys.modules.get(ins.argval.partition(".")[0])
+                chain = []
+                continue
+            if op == "IMPORT_FROM" and isinstance(imported, types.ModuleType):
+                imported = getattr(imported, ins.argval, None)
+                continue
+            if op.startswith("STORE") and imported is not None:
+                cells[ins.argval] = imported
+                imported = None
+                continue
+            if op == "LOAD_GLOBAL":
+                chain = [(ins.argval, scope.get(ins.argval))]
+            elif op in ("LOAD_FAST", "LOAD_DEREF", "LOAD_CLOSURE") and ins.argval in cells:
+                chain = [(ins.argval, cells[ins.argval])]
+            elif op in ("LOAD_ATTR", "LOAD_METHOD") and chain:
+                owner = chain[-1][1]
+                chain.append((ins.argval, getattr(owner, ins.argval, None)
+                              if isinstance(owner, types.ModuleType) else None))
+            else:
+                chain = []
+                continue
+            what = _impure_name(chain)
+            if what:
+                found.append(f"{what} at {os.path.basename(c.co_filename)}:{line}")
+                chain = []
+    return sorted(set(found))
+
+
+def _impure_name(chain):
+    """The dotted name when ``chain`` (loaded names and their objects) reaches into an impure
+    module, or a function defined in one; else None."""
+    names = [n for n, _ in chain]
+    for i, (_, obj) in enumerate(chain):
+        module = obj.__name__ if isinstance(obj, types.ModuleType) else None
+        if module in _IMPURE:
+            attrs = _IMPURE[module]
+            nxt = names[i + 1] if i + 1 < len(names) else None
+            if nxt is not None and (attrs is None or nxt in attrs):
+                return ".".join(names[:i + 2])
+        elif i == len(chain) - 1 and callable(obj) and not isinstance(obj, type) \
+                and getattr(obj, "__module__", None) in _IMPURE and _IMPURE[obj.__module__] \
+                is None:
+            return f"{obj.__module__}.{names[i]}"      # from random import randint
     return None

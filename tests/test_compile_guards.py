@@ -150,3 +150,47 @@ def test_compiler_reset_clears_every_cache():
     f(x), g(x)
     assert f.stats["compiles"] == 2 and g.stats["compiles"] == 2
     assert f._last is not None and not f._eager
+
+
+# impure calls -------------------------------------------------------------------------------
+
+class DynamicNet(nn.Module):
+    """PyTorch's "Control Flow + Weight Sharing" example: a random depth each forward."""
+
+    def __init__(self):
+        super().__init__()
+        tg.manual_seed(0)
+        self.a, self.b, self.c, self.d, self.e = (nn.Parameter(tg.randn(())) for _ in range(5))
+
+    def forward(self, x):
+        import random
+        y = self.a + self.b * x + self.c * x ** 2 + self.d * x ** 3
+        for exp in range(4, random.randint(4, 6)):
+            y = y + self.e * x ** exp
+        return y
+
+
+def test_a_random_draw_in_forward_is_never_frozen():
+    import random
+    x = tg.linspace(-1, 1, 5)
+    model = DynamicNet()
+    random.seed(0)
+    want = [model(x).sum().item() for _ in range(8)]
+    compiled = tg.compile(model)
+    random.seed(0)
+    with pytest.warns(RuntimeWarning, match=r"random.randint at test_compile_guards.py:\d+"):
+        got = [compiled(x).sum().item() for _ in range(8)]
+    assert got == want and len(set(want)) > 1
+    assert "now running eagerly (it calls random.randint at" in compiled.explain()
+
+
+def test_time_based_branching_follows_the_clock(monkeypatch):
+    import time
+    clock = iter([10.0, 99.0, 10.0])
+    monkeypatch.setattr(time, "time", lambda: next(clock))
+
+    def f(x):
+        return x * 2 if time.time() < 50 else x * 3
+    with pytest.warns(RuntimeWarning, match="time.time"):
+        c = tg.compile(f)
+        assert [c(tg.ones(1)).item() for _ in range(3)] == [2.0, 3.0, 2.0]
