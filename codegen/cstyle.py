@@ -2,7 +2,8 @@
 
 A language holds the ``code_for_op`` table (each elementwise primitive's one C
 expression, ``Primitive.c_template``, shared by C and CUDA) and ``render_kernel``,
-one walk over a kernel's op list. The C renderer writes one function per kernel::
+one walk over a kernel's op list (``cuda.py`` holds the CUDA language, which
+overrides only its loop). The C renderer writes one function per kernel::
 
     // fused0: mul add mul mul mul mul add mul tanh add mul sum
     void forward_fused0(const float *restrict x_, const float *restrict a_,
@@ -114,18 +115,6 @@ class C(Language):
     def render_kernel(self, kernel, site_comment=None):
         """Source of one C function for ``kernel`` (raises ``Unsupported``)."""
         return _Writer(self, kernel, site_comment or (lambda s: None)).render()
-
-
-class CUDA(Language):
-    """The GPU target: the primitives' C expressions (``Primitive.cuda_template`` where a
-    primitive overrides one), rendered by the same walk as a grid-stride loop, one thread an
-    element. Kernels with reductions are not rendered for CUDA yet (``Unsupported``)."""
-
-    def template(self, prim):
-        return prim.cuda_template
-
-    def render_kernel(self, kernel, site_comment=None):
-        return _CudaWriter(self, kernel, site_comment or (lambda s: None)).render()
 
 
 # the walk -----------------------------------------------------------------------------------
@@ -492,45 +481,6 @@ class _Writer:
         self.emit(f"free({n}_parts);")
 
 
-class _CudaWriter(_Writer):
-    """The walk for CUDA: each thread computes elements ``e``, ``e + stride``, ...::
-
-        extern "C" __global__ void forward_fused0(const float *__restrict__ x_, ...) {
-          for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < 12;
-               e += gridDim.x * (long long)blockDim.x) {
-            const long long o = e / 3, j = e % 3;
-            const float x = x_[o * 3 + j];
-            ...
-    """
-
-    def render(self):
-        self.plan()
-        k, lang = self.k, self.lang
-        if any(isinstance(op, Reduce) for op in k.body):
-            raise Unsupported("reductions are not rendered for CUDA yet")
-        params = [f"const {lang.ctype(i.dtype)} *__restrict__ {self.c(i.name)}_"
-                  for i in k.inputs]
-        params += [f"{lang.ctype(op.dtype)} *__restrict__ {self.c(op.name)}_"
-                   for op in k.outputs]
-        ops = {op.name: op for op in k.body}
-        inner, total = self.shape[-1], math.prod(self.shape)
-        self.emit(f"// {k.label}: {k.op_names()}; one pass over "
-                  f"[{','.join(map(str, k.domain))}]")
-        self.open(f'extern "C" __global__ void {k.name}({", ".join(params)})')
-        self.open(f"for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; "
-                  f"e < {total}; e += gridDim.x * (long long)blockDim.x)")
-        self.emit(f"const long long o = e / {inner}, j = e % {inner};")
-        self.base = self.row_bases("o")
-        self.stride = {name: s[-1] for name, s in self.maps.items()}
-        self.stored = {}
-        self.points(self.closure([op.name for op in k.outputs], ops), ops)
-        for w in k.outputs:
-            self.emit(f"{self.c(w.name)}_[{self.index(w.name)}] = {self.c(w.name)};")
-        self.close()
-        self.close()
-        return "\n".join(self.lines)
-
-
 def _kept(op, ndim):
     """The shape of a reduction's result with its reduced axes kept as 1s."""
     return tuple(1 if a in op.axes else n for a, n in
@@ -584,4 +534,4 @@ def declarations(kernels, lang, simd_math):
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["C", "CUDA", "Language", "Unsupported", "declarations", "PARALLEL_MIN"]
+__all__ = ["C", "Language", "Unsupported", "declarations", "PARALLEL_MIN"]

@@ -31,7 +31,6 @@ import os
 
 from tracegrad import dtypes
 from tracegrad.ir import Value, type_str
-from tracegrad.passes.fuse import spans_rows
 from tracegrad.passes.memplan import written
 
 

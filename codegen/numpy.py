@@ -27,7 +27,7 @@ from tracegrad.ops.core import Primitive
 
 from . import fused, kernel
 from . import python as py
-from .support import GuardFailure, P, _erf
+from .support import GuardFailure, P
 
 # Ops whose result dtype is always the aval's, whatever NumPy would do.
 _DTYPE_EXACT = {"constant", "random", "stop_gradient", "convert", "clone"}
@@ -38,8 +38,8 @@ class Emitter:
     """Builds the functions of one generated module and the globals they need."""
 
     def __init__(self):
-        self.env = {"np": np, "P": P, "dtypes": dtypes, "GuardFailure": GuardFailure,
-                    "_erf": _erf}
+        self.env = {"np": np, "P": P, "dtypes": dtypes, "GuardFailure": GuardFailure}
+        self.helpers = {}           # name -> object: what primitives' templates call
         self.globals_used = {}      # name -> object, for module globals beyond the imports
         self.kernels = []           # sources of fused groups' kernel functions
         self.kernel_ir = []         # their kernel IR (kernel.Kernel), for the other tiers
@@ -111,6 +111,8 @@ class Emitter:
             return self.random(params)
         template = prim.np_template
         named = dict(zip(prim.args, args))
+        for name, obj in prim.helpers.items():     # declared on the primitive (erf's _erf)
+            self.helpers[name] = self.env[name] = obj
         if callable(template):      # a template that chooses its source by the params
             return template(**named, **params)
         if template is not None:

@@ -5,7 +5,6 @@ import numpy as np
 from tracegrad import dtypes  # noqa: F401 - generated code names dtypes in params
 from tracegrad.parallel import get_num_threads
 from tracegrad.ops.core import PRIMITIVES
-from tracegrad.ops.elementwise import _erf  # noqa: F401 - the erf template calls it
 
 
 class GuardFailure(Exception):

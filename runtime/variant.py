@@ -208,11 +208,14 @@ def _generate(v, traced, label, title):
                   for name, spec in em.workspaces.items()]
     body = "\n".join(em.kernels + [fsrc, bsrc or ""])
     imports = []
-    used = [n for n, mark in (("GuardFailure", "GuardFailure("), ("P", "P."), ("_erf", "_erf("),
+    used = [n for n, mark in (("GuardFailure", "GuardFailure("), ("P", "P."),
                               ("Workspace", "_workspace."), ("run_chunks", "run_chunks("))
             if mark in body]
     if used:
         imports.append(f"from tracegrad.codegen.support import {', '.join(used)}")
+    for name, obj in em.helpers.items():   # the primitives' helpers, imported by name
+        imports.append(f"from {obj.__module__} import {obj.__name__}"
+                       + (f" as {name}" if name != obj.__name__ else ""))
     if "dtypes." in body:
         imports.append("from tracegrad import dtypes")
     functions = em.kernels + [fsrc] + ([bsrc] if bsrc else [])

@@ -9,8 +9,8 @@ import pytest
 
 import tracegrad as tg
 from tracegrad import dtypes
-from tracegrad.codegen import cstyle
-from tracegrad.codegen.kernel import Literal, Op
+from tracegrad.codegen import cstyle, cuda
+from tracegrad.codegen.kernel import Op
 from tracegrad.ops import PRIMITIVES
 
 PARAMS = {"pow_scalar": {"exponent": 2.5}, "clamp": {"min": -1.0, "max": 1.0},
@@ -66,7 +66,7 @@ def test_every_c_expression_compiles_with_the_system_compiler(tmp_path):
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
 def test_every_cuda_expression_compiles_with_nvcc(tmp_path):
     src = tmp_path / "exprs.cu"
-    src.write_text(expression_source(cstyle.CUDA(), "#include <math.h>\n", True))
+    src.write_text(expression_source(cuda.CUDA(), "#include <math.h>\n", True))
     res = subprocess.run([NVCC, "-c", str(src), "-o", str(tmp_path / "e.o")],
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-4000:]
@@ -87,7 +87,7 @@ def test_cuda_text_is_pinned():
     with tg.no_grad():
         k = _kernels(f, tg.ones(4, 3), tg.ones(3))[0]
     line = f.__code__.co_firstlineno
-    src = cstyle.CUDA().render_kernel(k, lambda s: s.rsplit("/", 1)[-1])
+    src = cuda.CUDA().render_kernel(k, lambda s: s.rsplit("/", 1)[-1])
     assert src == textwrap.dedent(f"""\
         // fused0: mul sigmoid sub; one pass over [4,3]
         extern "C" __global__ void forward_fused0(const float *__restrict__ x_, const float *__restrict__ b_, float *__restrict__ out_) {{
@@ -111,7 +111,7 @@ def test_cuda_kernels_of_fused_programs_compile_with_nvcc(tmp_path):
 
     def mixed(x, y):
         return tg.relu(x - y) + tg.where(x > 0, x, y * 3) + tg.erf(x) * tg.clamp(y, -1, 1)
-    lang, parts = cstyle.CUDA(), ["#include <math.h>\n"]
+    lang, parts = cuda.CUDA(), ["#include <math.h>\n"]
     for fn in (chain, mixed):
         for dt in (tg.float32, tg.float64):
             x = tg.randn(5, 3, dtype=dt, requires_grad=True)

@@ -52,7 +52,8 @@ def compile(fn=None, *, backend=None, dynamic=None, fullgraph=False, mode=None,
     so ``fullgraph`` is always in effect. ``max_variants`` bounds retracing before the
     function runs eagerly.
     """
-    from tracegrad.runtime.compiled import CompiledFunction, OptimizedModule   # lazily
+    from tracegrad.runtime.compiled import CompiledFunction   # the runtime loads lazily
+    from tracegrad.runtime.module import OptimizedModule
 
     def wrap(f):
         compiled = CompiledFunction(f, backend=backend, dynamic=dynamic, fullgraph=fullgraph,
