@@ -150,6 +150,16 @@ def test_groups_never_make_a_cycle():
 BACKENDS = ["numpy", "c"]
 
 
+def _has_compiler():
+    """Without a C compiler the C tier warns and keeps NumPy (tested in test_kernels)."""
+    from tracegrad.codegen import build
+    try:
+        build.toolchain()
+        return True
+    except build.BuildError:
+        return False
+
+
 def _check(fn, arrays, requires_grad=True, rtol=1e-5, backend="numpy"):
     want_in = [tg.tensor(a, requires_grad=requires_grad) for a in arrays]
     got_in = [tg.tensor(a, requires_grad=requires_grad) for a in arrays]
@@ -197,7 +207,7 @@ def test_fused_groups_match_eager(name, shapes, dtype, backend):
         xs = (3,) + xs
     arrays = [rng.standard_normal(xs).astype(dtype), rng.standard_normal(ys).astype(dtype) + 1.5]
     c = _check(fn, arrays, rtol=1e-4 if dtype == np.float32 else 1e-9, backend=backend)
-    if backend == "c":      # every kernel of these programs runs on the C tier
+    if backend == "c" and _has_compiler():     # every kernel of these runs on the C tier
         assert all(k.name in c._last.c_kernels for k in c.kernels), str(c.kernels)
 
 
