@@ -61,7 +61,7 @@ class CompiledFunction:
         self._eager = False
         self._instrumented = None
         self._params = _param_names(target, skip_self=self._module is not None)
-        self._impure = impure_calls(target)     # calls a trace cannot replay: run eagerly
+        self._impure = impure_calls(target, self._module)  # a trace cannot replay: eager
         self._eager_reason = None
         self.stats = {"compiles": 0, "cache_hits": 0, "fallbacks": 0, "retrace_reasons": [],
                       "compile_seconds": 0.0}

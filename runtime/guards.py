@@ -7,6 +7,8 @@ before the variant runs; a changed one retraces (the reason names it):
 
 - the globals its code reads (the code of nested functions and lambdas included);
 - its closure cells;
+- the same of the user's functions it reaches by name (a helper it calls, a user-defined
+  submodule's ``forward``; see ``user_functions``);
 - for a module, the public attributes of it and its submodules (``Dropout.p``,
   ``BatchNorm1d.eps``, a config field set on the module).
 
@@ -18,8 +20,8 @@ read afresh each call (see ``trace.py``).
 A call whose result changes from call to call (``random.randint``, ``time.time``,
 ``os.environ``: ``impure_calls`` finds them in the function's code) cannot be guarded
 that way; such a function runs eagerly, after one warning naming the call, rather than
-replaying the first call's result. Not covered: what other functions the traced one
-calls read (their globals, their impure calls).
+replaying the first call's result. Not covered: functions reached only through
+objects (``self.helper()`` of a plain object, a function stored in a list), and libraries.
 """
 import dis
 import os
@@ -27,6 +29,8 @@ import sys
 import types
 
 import numpy as np
+
+from tracegrad.ops.core import INTERNAL
 
 _PLAIN = (bool, int, float, complex, str, bytes, type(None))
 _MISSING = object()
@@ -87,25 +91,71 @@ class FreeGuard:
         return f"{self.what} == {self.shown}" + (f" (read in {self.site})" if self.site else "")
 
 
+def user_functions(fn, module=None, depth=4):
+    """``fn`` and the user's functions it can reach by name: the functions its globals and
+    closure cells hold, theirs in turn (``depth`` levels), and for a ``module`` the
+    ``forward`` of every submodule the user wrote. tracegrad's own code, the standard
+    library and installed packages are not followed."""
+    found, stack = [], [(getattr(fn, "__func__", fn), 0)]
+    if module is not None:
+        stack += [(type(m).forward, 1) for _, m in module.named_modules()
+                  if _is_user_code(getattr(type(m), "forward", None))]
+    seen = set()
+    while stack:
+        f, d = stack.pop()
+        code = getattr(f, "__code__", None)
+        if code is None or id(code) in seen:
+            continue
+        seen.add(id(code))
+        found.append(f)
+        if d >= depth:
+            continue
+        scope = getattr(f, "__globals__", {})
+        reached = [scope.get(name) for name in _names_read(code)]
+        for cell in getattr(f, "__closure__", None) or ():
+            try:
+                reached.append(cell.cell_contents)
+            except ValueError:
+                pass
+        stack += [(g, d + 1) for g in reached if isinstance(g, types.FunctionType)
+                  and _is_user_code(g)]
+    return found
+
+
+# tracegrad's own code (ops.core.INTERNAL), the standard library and installed packages
+_NOT_USER = tuple(INTERNAL) + (os.path.dirname(os.__file__), sys.base_prefix,
+                               os.path.dirname(np.__file__))
+
+
+def _is_user_code(f):
+    code = getattr(f, "__code__", None)
+    if code is None:
+        return False
+    path = code.co_filename
+    return not path.startswith(_NOT_USER) and "site-packages" not in path
+
+
 def free_guards(fn, module=None):
-    """Guards for the plain values ``fn`` reads from its globals and closure and, for a
-    ``module``, for the public plain attributes of it and its submodules."""
-    guards = []
-    fn = getattr(fn, "__func__", fn)
-    code = getattr(fn, "__code__", None)
-    if code is not None:
+    """Guards for the plain values ``fn`` (and the user's functions it reaches, see
+    ``user_functions``) reads from globals and closures and, for a ``module``, for the
+    public plain attributes of it and its submodules."""
+    guards, seen = [], set()
+    for f in user_functions(fn, module):
+        code = f.__code__
         site = f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}"
-        scope = getattr(fn, "__globals__", {})
+        scope = getattr(f, "__globals__", {})
         for name in sorted(_names_read(code)):
             value = scope.get(name, _MISSING)
-            if value is not _MISSING and plain(value):
+            if value is not _MISSING and plain(value) and (id(scope), name) not in seen:
+                seen.add((id(scope), name))
                 guards.append(FreeGuard(f"the global {name}", scope, name, value, site))
-        for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
+        for name, cell in zip(code.co_freevars, f.__closure__ or ()):
             try:
                 value = cell.cell_contents
             except ValueError:
                 continue
-            if plain(value):
+            if plain(value) and id(cell) not in seen:
+                seen.add(id(cell))
                 guards.append(FreeGuard(f"the closure variable {name}", cell, None, value,
                                         site))
     if module is not None:
@@ -145,10 +195,14 @@ _IMPURE = {"random": None, "time": None, "secrets": None, "uuid": None,
            "os": {"environ", "getenv", "urandom", "getpid"}, "numpy.random": None}
 
 
-def impure_calls(fn):
-    """``["random.randint at model.py:12", ...]``: the reads of impure modules in ``fn``'s
-    code (nested code included), where its globals resolve them."""
-    fn = getattr(fn, "__func__", fn)
+def impure_calls(fn, module=None):
+    """``["random.randint at model.py:12", ...]``: the reads of impure modules in the code
+    of ``fn`` and of the user's functions it reaches (``user_functions``)."""
+    return sorted({c for f in user_functions(fn, module) for c in _impure_in(f)})
+
+
+def _impure_in(fn):
+    """The impure reads in one function's code (nested code included)."""
     code = getattr(fn, "__code__", None)
     if code is None:
         return []

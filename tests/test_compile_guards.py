@@ -200,9 +200,6 @@ def _helper(x):
     return x * SCALE
 
 
-@pytest.mark.xfail(strict=True, reason="guards cover the traced function's own code: a global "
-                   "read by a helper it calls is baked (issue 12: the front end should follow "
-                   "calls, or guard every global the trace reads)")
 def test_a_global_read_by_a_called_helper():
     global SCALE
     f = tg.compile(lambda x: _helper(x).sum())
@@ -213,3 +210,36 @@ def test_a_global_read_by_a_called_helper():
         assert f(x).item() == 14.0
     finally:
         SCALE = 2.0
+
+
+class _Scaled(nn.Module):
+    """A user's own module whose forward reads a global and draws a random number."""
+
+    def forward(self, x):
+        return x * SCALE
+
+
+def test_a_user_submodules_forward_is_followed():
+    global SCALE
+    model = nn.Sequential(nn.Linear(2, 2), _Scaled())
+    c = tg.compile(model)
+    x = tg.ones(1, 2)
+    try:
+        for value in (2.0, 3.0):
+            SCALE = value
+            with tg.no_grad():
+                np.testing.assert_allclose(c(x).numpy(), model(x).numpy(), rtol=1e-6)
+    finally:
+        SCALE = 2.0
+    assert "the global SCALE changed: 2.0 -> 3.0" in c.stats["retrace_reasons"]
+
+
+def _draws():
+    import random
+    return random.random()
+
+
+def test_an_impure_call_in_a_helper_is_found():
+    with pytest.warns(RuntimeWarning, match=r"random.random at test_compile_guards.py"):
+        c = tg.compile(lambda x: x * _draws())
+        c(tg.ones(1))
