@@ -4,6 +4,7 @@ Everything is written with tracegrad ops, so a model runs eagerly with
 autograd and traces unchanged under ``tracegrad.compile``.
 """
 from . import functional, init
+from . import utils
 from .activation import GELU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Tanh
 from .container import ModuleDict, ModuleList, Sequential
 from .dropout import Dropout
