@@ -1,0 +1,66 @@
+"""``Adagrad`` (with ``lr_decay``, L2 ``weight_decay``, ``initial_accumulator_value``,
+``maximize``).
+
+The update is PyTorch's single-tensor (``foreach=False``) one, op for op, so
+float32 parameters follow PyTorch's to rounding. Per parameter, at step t:
+
+    g += weight_decay * p
+    clr = lr / (1 + (t - 1) * lr_decay)
+    s += g * g
+    p += -clr * g / (sqrt(s) + eps)
+
+As in PyTorch, the state (``step``, a float32 scalar tensor, and ``sum``, filled
+with ``initial_accumulator_value``) is made in the constructor for every
+parameter, so ``state_dict()`` lists parameters that never got a gradient.
+Sparse gradients are not supported (tracegrad has no sparse tensors).
+"""
+from .. import creation, dtypes
+from ..ops import sqrt
+from .optimizer import Optimizer, _no_grad_step
+
+
+class Adagrad(Optimizer):
+    def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0,
+                 eps=1e-10, foreach=None, *, maximize=False, differentiable=False, fused=None):
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= lr_decay:
+            raise ValueError(f"Invalid lr_decay value: {lr_decay}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if not 0.0 <= initial_accumulator_value:
+            raise ValueError(f"Invalid initial_accumulator_value value: "
+                             f"{initial_accumulator_value}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        defaults = dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
+                        initial_accumulator_value=initial_accumulator_value, foreach=foreach,
+                        maximize=maximize, differentiable=differentiable, fused=fused)
+        super().__init__(params, defaults)
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state[p]
+                state["step"] = creation.tensor(0.0, dtype=dtypes.float32)
+                state["sum"] = creation.full_like(p, initial_accumulator_value)
+
+    @_no_grad_step
+    def step(self, closure=None):
+        loss = self._closure_loss(closure)
+        for group in self.param_groups:
+            lr, lr_decay, eps = group["lr"], group["lr_decay"], group["eps"]
+            weight_decay = group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                state_sum = state["sum"]
+                state["step"].add_(1)
+                step = state["step"].item()
+                grad = -p.grad if group["maximize"] else p.grad
+                if weight_decay != 0:
+                    grad = grad.add(p, alpha=weight_decay)
+                clr = lr / (1 + (step - 1) * lr_decay)
+                state_sum.add_(grad * grad)                 # addcmul_(value=1): 1 * g is exact
+                std = sqrt(state_sum).add_(eps)
+                p.add_(grad * -clr / std)                   # addcdiv_
+        return loss

@@ -1,0 +1,88 @@
+"""``NAdam``: Adam with Nesterov momentum (Dozat), with the momentum-decay schedule, L2 or
+decoupled ``weight_decay`` and ``maximize``.
+
+The update is PyTorch's single-tensor (``foreach=False``) one, op for op, so
+float32 parameters follow PyTorch's to rounding. Per parameter, at step t:
+
+    p *= 1 - lr * weight_decay                  (decoupled) | g += weight_decay * p
+    mu_t = beta1 * (1 - 0.5 * 0.96^(t * momentum_decay))
+    mu_prod *= mu_t                             (state["mu_product"], from 1)
+    m += (g - m) * (1 - beta1)                  (lerp)
+    v = v * beta2 + (1 - beta2) * g * g
+    denom = sqrt(v / (1 - beta2^t)) + eps
+    p += (-lr * (1 - mu_t) / (1 - mu_prod)) * g / denom
+    p += (-lr * mu_{t+1} / (1 - mu_prod * mu_{t+1})) * m / denom
+
+``step`` and ``mu_product`` are float32 scalar tensors as in PyTorch's state
+dicts; ``mu_product`` is multiplied in float32, as PyTorch does, and read back
+as a Python float for the step sizes.
+"""
+from .. import creation, dtypes
+from ..ops import sqrt
+from .optimizer import Optimizer, _no_grad_step
+
+
+class NAdam(Optimizer):
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 momentum_decay=4e-3, decoupled_weight_decay=False, *, foreach=None,
+                 maximize=False, capturable=False, differentiable=False):
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        if not 0.0 <= betas[0] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+        if not 0.0 <= betas[1] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if not 0.0 <= momentum_decay:
+            raise ValueError(f"Invalid momentum_decay value: {momentum_decay}")
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                        momentum_decay=momentum_decay,
+                        decoupled_weight_decay=decoupled_weight_decay, maximize=maximize,
+                        foreach=foreach, capturable=capturable, differentiable=differentiable)
+        super().__init__(params, defaults)
+
+    def _state_for(self, p):
+        state = self.state[p]
+        if not state:
+            state["step"] = creation.tensor(0.0, dtype=dtypes.float32)
+            state["mu_product"] = creation.tensor(1.0, dtype=dtypes.float32)
+            state["exp_avg"] = creation.zeros_like(p)
+            state["exp_avg_sq"] = creation.zeros_like(p)
+        return state
+
+    @_no_grad_step
+    def step(self, closure=None):
+        loss = self._closure_loss(closure)
+        for group in self.param_groups:
+            lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
+            beta1, beta2 = group["betas"]
+            momentum_decay = group["momentum_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                grad = -p.grad if group["maximize"] else p.grad
+                state = self._state_for(p)
+                exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+                mu_product = state["mu_product"]
+                state["step"].add_(1)
+                step = state["step"].item()
+                bias_correction2 = 1 - beta2 ** step
+                if weight_decay != 0:
+                    if group["decoupled_weight_decay"]:
+                        p.mul_(1 - lr * weight_decay)
+                    else:
+                        grad = grad.add(p, alpha=weight_decay)
+                mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * momentum_decay)))
+                mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((step + 1) * momentum_decay)))
+                mu_product.mul_(mu)
+                exp_avg.add_((grad - exp_avg) * (1 - beta1))           # lerp_(grad, 1 - beta1)
+                exp_avg_sq.mul_(beta2).add_(grad * (1 - beta2) * grad)  # addcmul_, same order
+                denom = sqrt(exp_avg_sq / bias_correction2).add_(eps)
+                mu_product_value = mu_product.item()
+                mu_product_next = mu_product_value * mu_next
+                p.add_(grad * (-lr * (1.0 - mu) / (1.0 - mu_product_value)) / denom)  # addcdiv_
+                p.add_(exp_avg * ((-lr * mu_next) / (1.0 - mu_product_next)) / denom)
+        return loss

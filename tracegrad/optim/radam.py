@@ -1,0 +1,86 @@
+"""``RAdam``: Adam with the variance rectification (Liu et al.), with L2 or decoupled
+``weight_decay`` and ``maximize``.
+
+The update is PyTorch's single-tensor (``foreach=False``) one, op for op, so
+float32 parameters follow PyTorch's to rounding. Per parameter, at step t:
+
+    p *= 1 - lr * weight_decay                  (decoupled) | g += weight_decay * p
+    m += (g - m) * (1 - beta1)                  (lerp)
+    v = v * beta2 + (1 - beta2) * g * g
+    rho_inf = 2 / (1 - beta2) - 1
+    rho_t = rho_inf - 2 t beta2^t / (1 - beta2^t)
+    r = sqrt((rho_t - 4)(rho_t - 2) rho_inf / ((rho_inf - 4)(rho_inf - 2) rho_t))
+    p -= m / (1 - beta1^t) * lr * sqrt(1 - beta2^t) / (sqrt(v) + eps) * r    (rho_t > 5)
+    p -= m / (1 - beta1^t) * lr                                              (otherwise)
+
+While the variance estimate is too short (rho_t <= 5, the first steps) the
+step is plain bias-corrected momentum SGD. The scalars are Python floats from
+``state["step"]``, a float32 scalar tensor as in PyTorch's state dicts.
+"""
+from .. import creation, dtypes
+from ..ops import sqrt
+from .optimizer import Optimizer, _no_grad_step
+
+
+class RAdam(Optimizer):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 decoupled_weight_decay=False, *, foreach=None, maximize=False,
+                 capturable=False, differentiable=False):
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        if not 0.0 <= betas[0] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+        if not 0.0 <= betas[1] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                        maximize=maximize, foreach=foreach, capturable=capturable,
+                        decoupled_weight_decay=decoupled_weight_decay,
+                        differentiable=differentiable)
+        super().__init__(params, defaults)
+
+    def _state_for(self, p):
+        state = self.state[p]
+        if not state:
+            state["step"] = creation.tensor(0.0, dtype=dtypes.float32)
+            state["exp_avg"] = creation.zeros_like(p)
+            state["exp_avg_sq"] = creation.zeros_like(p)
+        return state
+
+    @_no_grad_step
+    def step(self, closure=None):
+        loss = self._closure_loss(closure)
+        for group in self.param_groups:
+            lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
+            beta1, beta2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                grad = -p.grad if group["maximize"] else p.grad
+                state = self._state_for(p)
+                exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+                state["step"].add_(1)
+                step = state["step"].item()
+                if weight_decay != 0:
+                    if group["decoupled_weight_decay"]:
+                        p.mul_(1 - lr * weight_decay)
+                    else:
+                        grad = grad.add(p, alpha=weight_decay)
+                exp_avg.add_((grad - exp_avg) * (1 - beta1))           # lerp_(grad, 1 - beta1)
+                exp_avg_sq.mul_(beta2).add_(grad * (1 - beta2) * grad)  # addcmul_, same order
+                bias_correction1 = 1 - beta1 ** step
+                bias_correction2 = 1 - beta2 ** step
+                bias_corrected_exp_avg = exp_avg / bias_correction1
+                rho_inf = 2 / (1 - beta2) - 1
+                rho_t = rho_inf - 2 * step * (beta2 ** step) / bias_correction2
+                if rho_t > 5.0:
+                    rect = ((rho_t - 4) * (rho_t - 2) * rho_inf
+                            / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) ** 0.5
+                    adaptive_lr = bias_correction2 ** 0.5 / sqrt(exp_avg_sq).add_(eps)
+                    p.sub_(bias_corrected_exp_avg * lr * adaptive_lr * rect)  # add_(alpha=-1)
+                else:
+                    p.sub_(bias_corrected_exp_avg * lr)
+        return loss
