@@ -30,6 +30,7 @@ from .autograd import (
 from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enabled
 from .autograd.function import Function
 from .parallel import get_num_threads, set_num_threads
+from .serialization import load, save
 
 _install_new_methods()
 
