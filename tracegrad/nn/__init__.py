@@ -5,11 +5,17 @@ autograd and traces unchanged under ``tracegrad.compile``.
 """
 from . import functional, init
 from . import utils
-from .activation import GELU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Tanh
+from .activation import (
+    ELU, GELU, GLU, Hardsigmoid, Hardswish, LeakyReLU, LogSoftmax, Mish, PReLU, ReLU, Sigmoid,
+    SiLU, Softmax, Softplus, Tanh,
+)
 from .container import ModuleDict, ModuleList, Sequential
 from .dropout import Dropout
 from .linear import Flatten, Identity, Linear
-from .loss import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
+from .loss import (
+    BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss,
+    SmoothL1Loss,
+)
 from .module import Module
 from .normalization import BatchNorm1d, BatchNorm2d, LayerNorm
 from .parameter import Parameter
@@ -19,5 +25,7 @@ __all__ = [
     "Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "Linear", "Identity",
     "Flatten", "ReLU", "GELU", "Sigmoid", "Tanh", "SiLU", "Softmax", "LogSoftmax", "Dropout",
     "BatchNorm1d", "BatchNorm2d", "LayerNorm", "Embedding", "MSELoss", "L1Loss", "NLLLoss",
-    "CrossEntropyLoss", "BCELoss", "BCEWithLogitsLoss", "functional", "init",
+    "CrossEntropyLoss", "BCELoss", "BCEWithLogitsLoss", "LeakyReLU", "ELU", "Softplus", "Mish",
+    "Hardswish", "Hardsigmoid", "PReLU", "GLU", "SmoothL1Loss", "HuberLoss", "KLDivLoss",
+    "functional", "init",
 ]

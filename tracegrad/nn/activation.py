@@ -1,6 +1,13 @@
 """Activation layers: thin modules over ``nn.functional``."""
+import tracegrad
+
 from . import functional as F
 from .module import Module
+from .parameter import Parameter
+
+
+def _inplace_repr(module):
+    return "inplace=True" if module.inplace else ""
 
 
 class ReLU(Module):
@@ -72,6 +79,109 @@ class LogSoftmax(Module):
 
     def forward(self, input):
         return F.log_softmax(input, self.dim, _stacklevel=5)
+
+    def extra_repr(self):
+        return f"dim={self.dim}"
+
+
+class LeakyReLU(Module):
+    def __init__(self, negative_slope=0.01, inplace=False):
+        super().__init__()
+        self.negative_slope = negative_slope
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.leaky_relu(input, self.negative_slope, self.inplace)
+
+    def extra_repr(self):
+        return f"negative_slope={self.negative_slope}{', inplace=True' if self.inplace else ''}"
+
+
+class ELU(Module):
+    def __init__(self, alpha=1.0, inplace=False):
+        super().__init__()
+        self.alpha = alpha
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.elu(input, self.alpha, self.inplace)
+
+    def extra_repr(self):
+        return f"alpha={self.alpha}{', inplace=True' if self.inplace else ''}"
+
+
+class Softplus(Module):
+    def __init__(self, beta=1.0, threshold=20.0):
+        super().__init__()
+        self.beta = beta
+        self.threshold = threshold
+
+    def forward(self, input):
+        return F.softplus(input, self.beta, self.threshold)
+
+    def extra_repr(self):
+        return f"beta={self.beta}, threshold={self.threshold}"
+
+
+class Mish(Module):
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.mish(input, inplace=self.inplace)
+
+    extra_repr = _inplace_repr
+
+
+class Hardswish(Module):
+    """PyTorch's repr leaves ``inplace`` out for Hardswish and Hardsigmoid; so does this."""
+
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.hardswish(input, self.inplace)
+
+
+class Hardsigmoid(Module):
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.hardsigmoid(input, self.inplace)
+
+
+class PReLU(Module):
+    """One learnable negative slope per channel (dim 1), or one for all channels."""
+
+    def __init__(self, num_parameters=1, init=0.25, device=None, dtype=None):
+        self.num_parameters = num_parameters
+        super().__init__()
+        self.init = init
+        self.weight = Parameter(tracegrad.empty(num_parameters, device=device, dtype=dtype))
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        from . import init
+        init.constant_(self.weight, self.init)
+
+    def forward(self, input):
+        return F.prelu(input, self.weight)
+
+    def extra_repr(self):
+        return f"num_parameters={self.num_parameters}"
+
+
+class GLU(Module):
+    def __init__(self, dim=-1):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return F.glu(input, self.dim)
 
     def extra_repr(self):
         return f"dim={self.dim}"

@@ -13,11 +13,16 @@ import tracegrad
 
 from ..autograd.grad_mode import no_grad
 from ..ops import (
-    abs, exp, gather, gelu as _gelu, index_select, log, log1p, log_softmax as _log_softmax,
-    masked_fill, matmul, minimum, norm, relu as _relu, rsqrt, sigmoid as _sigmoid,
-    silu as _silu, softmax as _softmax, softplus as _softplus, tanh as _tanh, where,
+    abs, exp, expm1, gelu as _gelu, index_select, log1p,
+    log_softmax as _log_softmax, matmul, minimum, norm, pow, relu as _relu, rsqrt,
+    sigmoid as _sigmoid, silu as _silu, softmax as _softmax, softplus, sqrt, tanh as _tanh,
+    where,
 )
 from ..ops.core import op_error
+from .functional_loss import (  # noqa: F401 - the losses are F.mse_loss and so on, as PyTorch's
+    _reduction, binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy,
+    huber_loss, kl_div, l1_loss, mse_loss, nll_loss, smooth_l1_loss,
+)
 
 # activations ------------------------------------------------------------------------------
 
@@ -42,14 +47,110 @@ def silu(input, inplace=False):
     return input.mul_(_sigmoid(input)) if inplace else _silu(input)
 
 
-def softplus(input, beta=1.0, threshold=20.0):
-    return _softplus(input, beta, threshold)
 
 
 def log_sigmoid(input):
     """log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)), which never overflows. At x = 0 the
     tie rule of ``minimum`` gives 1/2 and ``abs'(0) = 0``, so the slope is PyTorch's 1/2."""
     return minimum(input, 0.0) - log1p(exp(-abs(input)))
+
+
+logsigmoid = log_sigmoid
+
+
+def _inplace(input, fn):
+    """``fn(input)`` written back into ``input``. ``fn`` runs on a clone, so the values its
+    backward saves are not the ones ``copy_`` overwrites."""
+    return input.copy_(fn(input.clone()))
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    """``x`` for ``x > 0``, else ``negative_slope * x``; the slope at 0 is ``negative_slope``,
+    as in PyTorch."""
+    if inplace:
+        return _inplace(input, lambda x: leaky_relu(x, negative_slope))
+    return where(input > 0, input, input * negative_slope)
+
+
+def _elu(input, alpha):
+    # expm1 of min(x, 0): the dropped branch stays finite for large x (no 0 * inf = NaN);
+    # clamp passes the gradient on its bound, so the slope at 0 is alpha, PyTorch's
+    return where(input > 0, input, expm1(input.clamp(max=0.0)) * alpha)
+
+
+def elu(input, alpha=1.0, inplace=False):
+    return _inplace(input, lambda x: _elu(x, alpha)) if inplace else _elu(input, alpha)
+
+
+def _mish(input):
+    return input * _tanh(softplus(input))
+
+
+def mish(input, inplace=False):
+    """``x * tanh(softplus(x))``."""
+    return _inplace(input, _mish) if inplace else _mish(input)
+
+
+def _relu6_shifted(input):
+    # relu6(x + 3) by where, not clamp: its slope is 0 at -3 and 3, so hardswish's is 0 and 1
+    # and hardsigmoid's 0 there, as in PyTorch (clamp passes the gradient on its bounds)
+    return where(input <= -3, 0.0, where(input >= 3, 6.0, input + 3))
+
+
+def _hardswish(input):
+    return input * _relu6_shifted(input) / 6
+
+
+def hardswish(input, inplace=False):
+    """``x * relu6(x + 3) / 6``."""
+    return _inplace(input, _hardswish) if inplace else _hardswish(input)
+
+
+def _hardsigmoid(input):
+    return _relu6_shifted(input) / 6
+
+
+def hardsigmoid(input, inplace=False):
+    """``relu6(x + 3) / 6``."""
+    return _inplace(input, _hardsigmoid) if inplace else _hardsigmoid(input)
+
+
+def prelu(input, weight):
+    """``x`` for ``x > 0``, else ``weight * x``, one weight per channel (dim 1) or one for
+    all; at 0 the input's slope is the weight, as in PyTorch."""
+    if input.dtype != weight.dtype:
+        raise op_error("prelu", f"prelu: Type promoting not supported. Got "
+                                f"{input.dtype.name.capitalize()} and "
+                                f"{weight.dtype.name.capitalize()}")
+    if weight.numel() != 1:
+        if input.ndim == 0:
+            raise op_error("prelu", "Not allow zero-dim input tensor.")
+        channels = input.shape[1] if input.ndim > 1 else 1
+        if channels != weight.numel():
+            raise op_error("prelu", f"Mismatch of parameter numbers and input channel size. "
+                                    f"Found parameter numbers = {weight.numel()} and channel "
+                                    f"size = {channels}.")
+    if weight.ndim > 1:
+        raise op_error("prelu", f"prelu: Expected `weight` to be a scalar or 1D tensor, but "
+                                f"got: ndim = {weight.ndim}")
+    if input.ndim != weight.ndim:
+        shape = [1] * input.ndim
+        if input.ndim > 1:
+            shape[1] = weight.numel()
+        weight = weight.reshape(shape)
+    return where(input > 0, input, weight * input)
+
+
+def glu(input, dim=-1):
+    """``a * sigmoid(b)`` for the halves ``a, b`` of ``input`` along ``dim``."""
+    if input.ndim == 0:
+        raise op_error("glu", "glu does not support scalars because halving size must be even")
+    d = dim + input.ndim if dim < 0 else dim
+    if input.shape[d] % 2:
+        raise op_error("glu", f"Halving dimension must be even, but dimension {d} is size "
+                              f"{input.shape[d]}")
+    a, b = input.chunk(2, dim)
+    return a * _sigmoid(b)
 
 
 def _softmax_dim(name, ndim, stacklevel):
@@ -68,6 +169,39 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
     if dim is None:
         dim = _softmax_dim("log_softmax", input.ndim, _stacklevel)
     return _log_softmax(input, dim, dtype=dtype)
+
+
+# distances -----------------------------------------------------------------------------------
+
+
+def _vector_norm(input, p, dim):
+    """``norm(input, p, dim, keepdim=True)`` with PyTorch's zero gradient at a zero vector
+    (``sqrt'(0) = inf`` would make it NaN)."""
+    if p == 1 or p == math.inf:
+        return norm(input, p, dim, keepdim=True)
+    total = (input * input if p == 2 else pow(abs(input), p)).sum(dim, keepdim=True)
+    zero = total == 0
+    safe = where(zero, 1.0, total)
+    return where(zero, 0.0, sqrt(safe) if p == 2 else pow(safe, 1.0 / p))
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    """``input / max(norm_p(input, dim), eps)``."""
+    if out is not None:
+        raise NotImplementedError("normalize: out= is not supported by tracegrad")
+    return input / _vector_norm(input, p, dim).clamp(min=eps)
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """``sum(x1 / |x1| * x2 / |x2|, dim)``, each norm at least ``eps``. PyTorch clamps the
+    norms in place under no_grad, so the gradient ignores the clamp; so does this."""
+    x1, x2 = tracegrad.broadcast_tensors(x1, x2)
+
+    def clamped(n):
+        # the value eps below eps, the gradient of n everywhere
+        return where(n >= eps, n, n - n.detach() + eps)
+    n1, n2 = clamped(_vector_norm(x1, 2, dim)), clamped(_vector_norm(x2, 2, dim))
+    return ((x1 / n1) * (x2 / n2)).sum(dim)
 
 
 # linear, dropout, embedding ------------------------------------------------------------------
@@ -189,171 +323,6 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     if bias is not None:
         out = out + bias
     return out
-
-
-# losses ---------------------------------------------------------------------------------------
-
-
-def _reduction(size_average, reduce, reduction, name):
-    if size_average is not None or reduce is not None:     # the deprecated pair of flags
-        size_average = True if size_average is None else size_average
-        reduce = True if reduce is None else reduce
-        reduction = "none" if not reduce else "mean" if size_average else "sum"
-        warnings.warn(f"size_average and reduce args will be deprecated, please use "
-                      f"reduction='{reduction}' instead.", stacklevel=3)
-    if reduction not in ("none", "mean", "sum"):
-        raise ValueError(f"{name}: {reduction} is not a valid value for reduction")
-    return reduction
-
-
-def _reduce(loss, reduction):
-    if reduction == "mean":
-        return loss.mean()
-    if reduction == "sum":
-        return loss.sum()
-    return loss
-
-
-def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
-    reduction = _reduction(size_average, reduce, reduction, "mse_loss")
-    if target.shape != input.shape:
-        warnings.warn(f"Using a target size ({target.shape}) that is different to the input size "
-                      f"({input.shape}). This will likely lead to incorrect results due to "
-                      f"broadcasting. Please ensure they have the same size.", stacklevel=2)
-    diff = input - target
-    loss = diff * diff
-    return _reduce(loss if weight is None else loss * weight, reduction)
-
-
-def _check_nll_shapes(input, target):
-    if input.ndim < 1:
-        raise ValueError(f"Expected 1 or more dimensions (got {input.ndim})")
-    if input.ndim == 1:
-        if target.ndim != 0:
-            raise op_error("nll_loss", f"expected a 0-D target for a 1-D input of class scores, "
-                                       f"got target of size {list(target.shape)}")
-        return
-    if target.ndim == 0 or input.shape[0] != target.shape[0]:
-        raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target "
-                         f"batch_size ({target.shape[0] if target.ndim else 0}).")
-    want = (input.shape[0],) + tuple(input.shape[2:])
-    if tuple(target.shape) != want:
-        raise op_error("nll_loss", f"Expected target size {list(want)}, got "
-                                   f"{list(target.shape)}")
-
-
-def _nll_terms(input, target, weight, ignore_index):
-    """Per-position ``-w[t] * input[t]`` and ``w[t]`` (both 0 where ``t == ignore_index``)."""
-    if target.is_floating_point() or target.dtype is tracegrad.bool:
-        raise op_error("nll_loss", f"expected scalar type Long but found {target.type()} for "
-                                   f"the class-index target")
-    _check_nll_shapes(input, target)
-    class_dim = 0 if input.ndim == 1 else 1
-    ignored = target == ignore_index
-    safe = masked_fill(target, ignored, 0)        # any valid class: its term is zeroed below
-    picked = gather(input, class_dim, safe.unsqueeze(class_dim)).squeeze(class_dim)
-    kept = (~ignored).to(input.dtype)
-    if weight is not None:
-        kept = index_select(weight, 0, safe.reshape(-1)).reshape(safe.shape) * kept
-    return -(picked * kept), kept
-
-
-def _divide_by_total(total_loss, total_weight):
-    """``total_loss / total_weight``; NaN when every target was ignored, as in PyTorch, with a
-    zero gradient (a plain 0/0 would make the gradient NaN too)."""
-    empty = total_weight == 0
-    return where(empty, math.nan, total_loss / where(empty, 1.0, total_weight))
-
-
-def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
-             reduction="mean"):
-    """The negative log-likelihood of class indices; ``mean`` divides by the summed weights
-    of the positions not ignored."""
-    reduction = _reduction(size_average, reduce, reduction, "nll_loss")
-    loss, w = _nll_terms(input, target, weight, ignore_index)
-    if reduction == "mean":
-        return _divide_by_total(loss.sum(), w.sum())
-    return _reduce(loss, reduction)
-
-
-def _class_weight(weight, input):
-    """``weight`` shaped to broadcast along the class dim of ``input``."""
-    if input.ndim == 1:
-        return weight
-    return weight.reshape((1, -1) + (1,) * (input.ndim - 2))
-
-
-def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
-                  reduction="mean", label_smoothing=0.0):
-    """log_softmax over the class dim, then the NLL of class indices (``target`` integer) or
-    the cross entropy with class probabilities (``target`` floating, same shape as input)."""
-    reduction = _reduction(size_average, reduce, reduction, "cross_entropy")
-    if not 0.0 <= label_smoothing <= 1.0:
-        raise op_error("cross_entropy", f"label_smoothing must be between 0.0 and 1.0. Got: "
-                                        f"{label_smoothing}")
-    class_dim = 0 if input.ndim == 1 else 1
-    n_classes = input.shape[class_dim]
-    logp = _log_softmax(input, class_dim)
-    if target.is_floating_point():
-        if target.shape != input.shape:
-            raise op_error("cross_entropy", f"expected class-probability target of the input's "
-                                            f"shape {list(input.shape)}, got "
-                                            f"{list(target.shape)}")
-        if label_smoothing > 0:
-            target = target * (1 - label_smoothing) + label_smoothing / n_classes
-        terms = logp * target
-        if weight is not None:
-            terms = terms * _class_weight(weight, input)
-        if reduction == "none":
-            return -terms.sum(class_dim)
-        total = -terms.sum()
-        return total / (input.numel() / n_classes) if reduction == "mean" else total
-    loss, w = _nll_terms(logp, target, weight, ignore_index)
-    nll = _divide_by_total(loss.sum(), w.sum()) if reduction == "mean" \
-        else _reduce(loss, reduction)
-    if label_smoothing == 0:
-        return nll
-    # PyTorch's smoothing term: the (weighted) sum of -log p over all classes
-    smooth = -((logp * _class_weight(weight, input)) if weight is not None else logp)
-    smooth = masked_fill(smooth.sum(class_dim), target == ignore_index, 0.0)
-    if reduction == "mean":
-        # w is the target weight, or 1, at each position not ignored
-        smooth = _divide_by_total(smooth.sum(), w.sum())
-    else:
-        smooth = _reduce(smooth, reduction)
-    return nll * (1 - label_smoothing) + smooth * (label_smoothing / n_classes)
-
-
-def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
-                         reduction="mean"):
-    """``-(t log x + (1 - t) log(1 - x))`` with each log clamped at -100, as PyTorch does."""
-    reduction = _reduction(size_average, reduce, reduction, "binary_cross_entropy")
-    if target.shape != input.shape:
-        raise ValueError(f"Using a target size ({target.shape}) that is different to the input "
-                         f"size ({input.shape}) is deprecated. Please ensure they have the same "
-                         f"size.")
-    loss = (target - 1) * log1p(-input).clamp(min=-100) - target * log(input).clamp(min=-100)
-    return _reduce(loss if weight is None else loss * weight, reduction)
-
-
-def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
-                                     reduction="mean", pos_weight=None):
-    """``(1 - t) x - log_sigmoid(x)`` (times ``1 + (pos_weight - 1) t`` on the log term):
-    PyTorch's stable formula, so large logits neither overflow nor lose precision."""
-    reduction = _reduction(size_average, reduce, reduction, "binary_cross_entropy_with_logits")
-    if target.shape != input.shape:
-        raise ValueError(f"Target size ({target.shape}) must be the same as input size "
-                         f"({input.shape})")
-    log_sig = log_sigmoid(input)
-    if pos_weight is not None:
-        log_sig = log_sig * ((pos_weight - 1) * target + 1)
-    loss = (1 - target) * input - log_sig
-    return _reduce(loss if weight is None else loss * weight, reduction)
-
-
-def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
-    reduction = _reduction(size_average, reduce, reduction, "l1_loss")
-    return _reduce(abs(input - target), reduction)
 
 
 def one_hot(tensor, num_classes=-1):

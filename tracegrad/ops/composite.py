@@ -108,9 +108,13 @@ def silu(input):
 
 @method
 def softplus(input, beta=1.0, threshold=20.0):
-    from .elementwise import log1p
+    """``log1p(exp(beta x)) / beta``, or ``x`` where ``beta x > threshold``. The exp sees
+    ``beta x`` clamped at the threshold: the branch ``where`` drops must stay finite, or its
+    zero gradient times ``exp' = inf`` is NaN (for x > 710)."""
+    from .elementwise import clamp, log1p
     scaled = input * beta
-    return where(scaled > threshold, input, log1p(exp(scaled)) / beta)
+    return where(scaled > threshold, input,
+                 log1p(exp(clamp(scaled, max=threshold))) / beta)
 
 
 @method

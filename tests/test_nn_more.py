@@ -1,0 +1,390 @@
+"""More of ``nn.functional`` and ``nn`` against PyTorch: leaky_relu, elu, softplus, mish,
+hardswish, hardsigmoid, prelu, glu, normalize, cosine_similarity and the smooth L1, Huber
+and KL-divergence losses, with their modules.
+
+Each function runs on the same float64 and float32 input in both libraries (values and
+gradients), through ``gradcheck``/``gradgradcheck`` in float64, and compiled against eager
+on the NumPy and C tiers. Inputs keep |x - kink| > 1e-3 so finite differences stay on one
+side of a kink; the kinks themselves are pinned separately.
+"""
+import warnings
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+from tracegrad import nn
+from tracegrad.autograd import gradcheck, gradgradcheck
+from tracegrad.nn import functional as F
+
+
+def _torch():
+    torch = pytest.importorskip("torch")
+    torch.set_num_threads(1)
+    return torch
+
+
+def _away(x, kinks, gap=1e-3):
+    """``x`` with every entry within ``gap`` of a kink pushed ``2 * gap`` away."""
+    x = x.copy()
+    for k in kinks:
+        near = np.abs(x - k) < gap
+        x[near] = k + 2 * gap
+    return x
+
+
+def _x(*shape, seed=0, scale=3.0, kinks=(0.0,)):
+    return _away(np.random.default_rng(seed).standard_normal(shape) * scale, kinks)
+
+
+# name -> (tracegrad fn, torch fn name/callable, input kinks, smooth)
+# each fn takes (lib, x) or (lib, x, y) with lib the functional module
+UNARY = {
+    "leaky_relu": (lambda F, x: F.leaky_relu(x, 0.1), (0.0,), False),
+    "leaky_relu_default": (lambda F, x: F.leaky_relu(x), (0.0,), False),
+    "elu": (lambda F, x: F.elu(x, alpha=0.7), (0.0,), False),
+    "elu_large": (lambda F, x: F.elu(x * 300), (0.0,), False),
+    "softplus": (lambda F, x: F.softplus(x), (), True),
+    "softplus_beta": (lambda F, x: F.softplus(x, beta=2.0, threshold=3.0), (1.5,), False),
+    "softplus_large": (lambda F, x: F.softplus(x * 400), (), False),
+    "logsigmoid": (lambda F, x: F.logsigmoid(x), (), True),
+    "mish": (lambda F, x: F.mish(x), (), True),
+    "mish_large": (lambda F, x: F.mish(x * 400), (), False),
+    "hardswish": (lambda F, x: F.hardswish(x), (-3.0, 3.0), False),
+    "hardsigmoid": (lambda F, x: F.hardsigmoid(x), (-3.0, 3.0), False),
+    "glu": (lambda F, x: F.glu(x), (), True),
+    "glu_dim1": (lambda F, x: F.glu(x, 1), (), True),
+    "normalize": (lambda F, x: F.normalize(x), (), True),
+    "normalize_p1_dim0": (lambda F, x: F.normalize(x, p=1.0, dim=0), (0.0,), False),
+    "normalize_p3": (lambda F, x: F.normalize(x, p=3.0, dim=-1), (0.0,), False),
+}
+
+BINARY = {
+    "prelu_scalar": (lambda F, x, w: F.prelu(x, w[:1]), (0.0,), False),
+    "prelu_channels": (lambda F, x, w: F.prelu(x, w), (0.0,), False),
+    "cosine_similarity": (lambda F, x, y: F.cosine_similarity(x, y), (), True),
+    "cosine_similarity_dim": (lambda F, x, y: F.cosine_similarity(x, y, dim=-1, eps=1e-6),
+                              (), True),
+}
+
+
+def _second(name, shape):
+    if name.startswith("prelu"):
+        return np.random.default_rng(7).uniform(-0.5, 0.5, shape[1])
+    return np.random.default_rng(7).standard_normal(shape) * 2
+
+
+def _check_torch(fn, arrays, dtype, rtol, atol):
+    torch = _torch()
+    tdt = torch.float64 if dtype is tg.float64 else torch.float32
+    ta = [torch.tensor(a, dtype=tdt, requires_grad=True) for a in arrays]
+    ga = [tg.tensor(a, dtype=dtype, requires_grad=True) for a in arrays]
+    yt, yg = fn(torch.nn.functional, *ta), fn(F, *ga)
+    assert yg.dtype is dtype
+    np.testing.assert_allclose(yg.detach().numpy(), yt.detach().numpy(), rtol=rtol, atol=atol)
+    w = np.random.default_rng(3).standard_normal(yt.shape)
+    gt = torch.autograd.grad(yt, ta, torch.tensor(w, dtype=tdt))
+    gg = tg.autograd.grad(yg, ga, tg.tensor(w, dtype=dtype))
+    for a, b in zip(gg, gt):
+        assert np.isfinite(a.numpy()).all()
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=rtol, atol=atol)
+
+
+CASES = {**{k: (v[0], v[1], v[2], 1) for k, v in UNARY.items()},
+         **{k: (v[0], v[1], v[2], 2) for k, v in BINARY.items()}}
+
+
+def _arrays(name, nargs):
+    x = _x(4, 6, kinks=CASES[name][1])
+    return [x] if nargs == 1 else [x, _second(name, x.shape)]
+
+
+@pytest.mark.parametrize("dtype", [tg.float64, tg.float32], ids=["f64", "f32"])
+@pytest.mark.parametrize("name", list(CASES))
+def test_functional_matches_torch(name, dtype):
+    fn, _, _, nargs = CASES[name]
+    tol = dict(rtol=1e-10, atol=1e-12) if dtype is tg.float64 else dict(rtol=2e-5, atol=2e-6)
+    if name == "hardsigmoid" and dtype is tg.float64:
+        tol["rtol"] = 1e-7      # PyTorch's backward multiplies by 1/6 rounded to float32
+    _check_torch(fn, _arrays(name, nargs), dtype, **tol)
+
+
+@pytest.mark.parametrize("name", [k for k, v in CASES.items() if v[2]])
+def test_gradcheck_and_gradgradcheck(name):
+    fn, _, _, nargs = CASES[name]
+    ts = [tg.tensor(a, requires_grad=True) for a in _arrays(name, nargs)]
+    f = lambda *a: fn(F, *a)    # noqa: E731
+    assert gradcheck(f, ts)
+    assert gradgradcheck(f, ts)
+
+
+# (the *_large cases scale the input by hundreds: finite differences cannot resolve them)
+@pytest.mark.parametrize("name", [k for k, v in CASES.items()
+                                  if not v[2] and not k.endswith("_large")])
+def test_gradcheck_piecewise_away_from_kinks(name):
+    fn, _, _, nargs = CASES[name]
+    ts = [tg.tensor(a, requires_grad=True) for a in _arrays(name, nargs)]
+    assert gradcheck(lambda *a: fn(F, *a), ts)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "c"])
+@pytest.mark.parametrize("dtype", [tg.float64, tg.float32], ids=["f64", "f32"])
+def test_compiled_matches_eager(backend, dtype):
+    tol = dict(rtol=1e-10, atol=1e-12) if dtype is tg.float64 else dict(rtol=2e-5, atol=2e-6)
+    for name, (fn, _, _, nargs) in CASES.items():
+        arrays = _arrays(name, nargs)
+        compiled = tg.compile(lambda *a, fn=fn: fn(F, *a), backend=backend)
+        results = []
+        for f in (lambda *a: fn(F, *a), compiled):
+            ts = [tg.tensor(a, dtype=dtype, requires_grad=True) for a in arrays]
+            y = f(*ts)
+            w = tg.tensor(np.random.default_rng(3).standard_normal(y.shape), dtype=dtype)
+            results.append([y.detach().numpy()] + [g.numpy() for g in
+                                                   tg.autograd.grad(y, ts, w)])
+        for a, b in zip(*results):
+            np.testing.assert_allclose(a, b, err_msg=name, **tol)
+
+
+def test_kinks_match_torch():
+    """The slope exactly at each kink is PyTorch's."""
+    _torch()
+    x = np.array([-3.0, -1.0, 0.0, 1.0, 3.0, 1.5])
+    for fn in (lambda F, x: F.leaky_relu(x, 0.2), lambda F, x: F.elu(x, 0.5),
+               lambda F, x: F.hardswish(x), lambda F, x: F.hardsigmoid(x),
+               lambda F, x: F.softplus(x, beta=2.0, threshold=3.0), lambda F, x: F.mish(x),
+               lambda F, x: F.logsigmoid(x)):
+        _check_torch(fn, [x], tg.float64, 1e-7, 1e-14)     # 1e-7: hardsigmoid's float32 1/6
+    _check_torch(lambda F, x, w: F.prelu(x, w), [x, np.array([0.3])], tg.float64, 1e-12, 1e-14)
+
+
+def test_zero_vectors_normalize_and_cosine_similarity():
+    # PyTorch's norm has a zero gradient at a zero vector; the eps clamps take over
+    x = np.zeros((2, 3))
+    x[1] = [1.0, -2.0, 0.5]
+    _check_torch(lambda F, x: F.normalize(x), [x], tg.float64, 1e-10, 1e-12)
+    _check_torch(lambda F, x: F.normalize(x, p=3.0), [x], tg.float64, 1e-10, 1e-12)
+    y = np.ones((2, 3))
+    _check_torch(lambda F, a, b: F.cosine_similarity(a, b), [x, y], tg.float64, 1e-10, 1e-12)
+    tiny = np.full((2, 3), 1e-10)
+    _check_torch(lambda F, a, b: F.cosine_similarity(a, b), [tiny, y], tg.float64, 1e-10, 1e-12)
+
+
+def test_cosine_similarity_broadcasts():
+    _check_torch(lambda F, a, b: F.cosine_similarity(a, b[:1], dim=-1),
+                 [_x(3, 4), _x(3, 4, seed=1)], tg.float64, 1e-10, 1e-12)
+
+
+# inplace ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["leaky_relu", "elu", "mish", "hardswish", "hardsigmoid"])
+def test_inplace_matches_out_of_place(name):
+    torch = _torch()
+    x = _x(3, 4, kinks=(0.0, -3.0, 3.0))
+    out = getattr(torch.nn.functional, name)(torch.tensor(x).clone(), inplace=True)
+    a = tg.tensor(x, requires_grad=True)
+    h = a * 1
+    y = getattr(F, name)(h, inplace=True)
+    assert y is h and h._version == 1
+    np.testing.assert_allclose(y.detach().numpy(), out.numpy(), rtol=1e-12, atol=1e-14,
+                               err_msg=name)
+    y.sum().backward()
+    b = tg.tensor(x, requires_grad=True)
+    getattr(F, name)(b).sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-12, atol=1e-14)
+
+
+# modules ------------------------------------------------------------------------------------
+
+MODULES = {
+    "LeakyReLU": lambda m: m.LeakyReLU(), "LeakyReLU2": lambda m: m.LeakyReLU(0.2, inplace=True),
+    "ELU": lambda m: m.ELU(), "ELU2": lambda m: m.ELU(alpha=0.5, inplace=True),
+    "Softplus": lambda m: m.Softplus(), "Softplus2": lambda m: m.Softplus(beta=2, threshold=5),
+    "Mish": lambda m: m.Mish(), "Hardswish": lambda m: m.Hardswish(),
+    "Hardsigmoid": lambda m: m.Hardsigmoid(inplace=True), "PReLU": lambda m: m.PReLU(),
+    "PReLU3": lambda m: m.PReLU(3, init=0.1), "GLU": lambda m: m.GLU(),
+    "GLU0": lambda m: m.GLU(dim=0), "Hardswish2": lambda m: m.Hardswish(inplace=True),
+    "Mish2": lambda m: m.Mish(inplace=True),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("name", list(MODULES))
+def test_modules_match_torch(name, dtype):
+    torch = _torch()
+    th, g = MODULES[name](torch.nn), MODULES[name](nn)
+    assert repr(g) == repr(th)
+    th.to(getattr(torch, dtype)), g.to(getattr(tg, dtype))
+    x = _x(2, 3, 4, kinks=(0.0, -3.0, 3.0))
+    xt = torch.tensor(x, dtype=getattr(torch, dtype), requires_grad=True)
+    xg = tg.tensor(x, dtype=getattr(tg, dtype), requires_grad=True)
+    yt, yg = th(xt * 1), g(xg * 1)     # * 1: the inplace ones may not write into a leaf
+    tol = dict(rtol=1e-10, atol=1e-12) if dtype == "float64" else dict(rtol=2e-5, atol=2e-6)
+    if name == "Hardsigmoid":
+        tol["rtol"] = max(tol["rtol"], 1e-7)    # PyTorch's 1/6 in the backward is a float32
+    np.testing.assert_allclose(yg.detach().numpy(), yt.detach().numpy(), **tol)
+    yt.sum().backward()
+    yg.sum().backward()
+    np.testing.assert_allclose(xg.grad.numpy(), xt.grad.numpy(), **tol)
+    for (n1, p1), (n2, p2) in zip(g.named_parameters(), th.named_parameters()):
+        assert n1 == n2
+        np.testing.assert_allclose(p1.grad.numpy(), p2.grad.numpy(), **tol)
+
+
+def test_prelu_parameter_and_state_dict():
+    torch = _torch()
+    m = nn.PReLU(3, init=0.1)
+    assert isinstance(m.weight, nn.Parameter) and m.weight.requires_grad
+    assert list(m.state_dict()) == list(torch.nn.PReLU(3).state_dict()) == ["weight"]
+    np.testing.assert_array_equal(m.weight.detach().numpy(), np.full(3, 0.1, np.float32))
+    assert m.weight.dtype is tg.float32
+    m.load_state_dict({"weight": tg.tensor([0.5, 1.0, 2.0])})
+    np.testing.assert_array_equal(m(tg.full((1, 3), -2.0)).detach().numpy(), [[-1.0, -2.0, -4.0]])
+    assert nn.PReLU(dtype=tg.float64).weight.dtype is tg.float64
+    with pytest.raises(RuntimeError, match="Mismatch of parameter numbers and input channel "
+                                           "size. Found parameter numbers = 3 and channel "
+                                           "size = 4."):
+        m(tg.ones(2, 4))
+    with pytest.raises(RuntimeError, match="Type promoting not supported"):
+        F.prelu(tg.ones(2, 3, dtype=tg.float64), tg.ones(1))
+
+
+def test_glu_errors_like_torch():
+    torch = _torch()
+    for bad, msg in ((tg.ones(2, 5), "Halving dimension must be even, but dimension 1 is size 5"),
+                     (tg.tensor(1.0), "glu does not support scalars")):
+        with pytest.raises(RuntimeError, match=msg):
+            F.glu(bad)
+        with pytest.raises(RuntimeError, match=msg):
+            torch.nn.functional.glu(torch.tensor(bad.numpy()))
+
+
+# losses -------------------------------------------------------------------------------------
+
+LOSSES = {
+    "smooth_l1": lambda F, x, t, r: F.smooth_l1_loss(x, t, reduction=r),
+    "smooth_l1_beta": lambda F, x, t, r: F.smooth_l1_loss(x, t, reduction=r, beta=0.5),
+    "smooth_l1_beta0": lambda F, x, t, r: F.smooth_l1_loss(x, t, reduction=r, beta=0.0),
+    "huber": lambda F, x, t, r: F.huber_loss(x, t, reduction=r),
+    "huber_delta": lambda F, x, t, r: F.huber_loss(x, t, reduction=r, delta=2.5),
+    "kl_div": lambda F, x, t, r: F.kl_div(x, t, reduction=r),
+    "kl_div_log_target": lambda F, x, t, r: F.kl_div(x, t, reduction=r, log_target=True),
+}
+
+
+def _loss_inputs(name):
+    rng = np.random.default_rng(11)
+    if name.startswith("kl_div"):
+        x = np.log(rng.dirichlet(np.ones(5), size=4))
+        t = rng.dirichlet(np.ones(5), size=4)
+        t[0, 0] = 0.0           # xlogy(0, 0) = 0
+        return x, (np.log(t + 0.1) if name.endswith("log_target") else t)
+    x, t = rng.standard_normal((4, 5)) * 2, rng.standard_normal((4, 5))
+    # keep |x - t| away from 0 and from beta/delta
+    d = _away(x - t, (0.0, 1.0, -1.0, 0.5, -0.5, 2.5, -2.5), gap=1e-2)
+    return t + d, t
+
+
+@pytest.mark.parametrize("dtype", [tg.float64, tg.float32], ids=["f64", "f32"])
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean", "batchmean"])
+@pytest.mark.parametrize("name", list(LOSSES))
+def test_losses_match_torch(name, reduction, dtype):
+    if reduction == "batchmean" and not name.startswith("kl_div"):
+        with pytest.raises(ValueError, match="batchmean is not a valid value for reduction"):
+            LOSSES[name](F, tg.ones(2), tg.ones(2), reduction)
+        return
+    torch = _torch()
+    fn = LOSSES[name]
+    tol = dict(rtol=1e-10, atol=1e-12) if dtype is tg.float64 else dict(rtol=2e-5, atol=2e-6)
+    x, t = _loss_inputs(name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")     # kl_div's 'mean' warning, checked below
+        _check_torch(lambda F, a, b: fn(F, a, b, reduction), [x, t] if "kl" not in name or
+                     "log_target" in name else [x, np.where(t == 0, 0.3, t)], dtype, **tol)
+        # with a zero in the target, the gradient of the input only (PyTorch's target
+        # gradient is NaN there)
+        tdt = torch.float64 if dtype is tg.float64 else torch.float32
+        xt = torch.tensor(x, dtype=tdt, requires_grad=True)
+        xg = tg.tensor(x, dtype=dtype, requires_grad=True)
+        lt, lg = fn(torch.nn.functional, xt, torch.tensor(t, dtype=tdt), reduction), \
+            fn(F, xg, tg.tensor(t, dtype=dtype), reduction)
+    np.testing.assert_allclose(lg.detach().numpy(), lt.detach().numpy(), **tol)
+    lt.sum().backward()
+    lg.sum().backward()
+    np.testing.assert_allclose(xg.grad.numpy(), xt.grad.numpy(), **tol)
+
+
+@pytest.mark.parametrize("name", list(LOSSES))
+def test_losses_gradcheck_and_compiled(name):
+    fn = LOSSES[name]
+    x, t = _loss_inputs(name)
+    if name == "kl_div":
+        t = np.where(t == 0, 0.3, t)
+    reduction = "batchmean" if name.startswith("kl") else "mean"
+    f = lambda a, b: fn(F, a, b, reduction)    # noqa: E731
+    args = [tg.tensor(x, requires_grad=True), tg.tensor(t, requires_grad=True)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert gradcheck(f, args)
+        if not name.startswith(("smooth_l1", "huber")):     # piecewise quadratic: f'' jumps
+            assert gradgradcheck(f, args)
+        for backend in ("numpy", "c"):
+            compiled = tg.compile(f, backend=backend)
+            for g in (f, compiled):
+                ts = [tg.tensor(a, requires_grad=True) for a in (x, t)]
+                y = g(*ts)
+                grads = tg.autograd.grad(y, ts)
+                if g is f:
+                    want = [y.item()] + [a.numpy() for a in grads]
+                else:
+                    got = [y.item()] + [a.numpy() for a in grads]
+                    for a, b in zip(got, want):
+                        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12, err_msg=backend)
+
+
+def test_loss_modules_match_functional_and_repr():
+    torch = _torch()
+    x, t = _loss_inputs("smooth_l1")
+    pairs = [(nn.SmoothL1Loss(beta=0.5), torch.nn.SmoothL1Loss(beta=0.5)),
+             (nn.SmoothL1Loss(reduction="sum"), torch.nn.SmoothL1Loss(reduction="sum")),
+             (nn.HuberLoss(delta=2.0, reduction="none"),
+              torch.nn.HuberLoss(delta=2.0, reduction="none")),
+             (nn.KLDivLoss(reduction="batchmean"), torch.nn.KLDivLoss(reduction="batchmean")),
+             (nn.KLDivLoss(reduction="sum", log_target=True),
+              torch.nn.KLDivLoss(reduction="sum", log_target=True))]
+    for g, th in pairs:
+        assert repr(g) == repr(th)
+        a, b = (_loss_inputs("kl_div_log_target" if g.log_target else "kl_div")
+                if isinstance(g, nn.KLDivLoss) else (x, t))
+        np.testing.assert_allclose(g(tg.tensor(a), tg.tensor(b)).numpy(),
+                                   th(torch.tensor(a), torch.tensor(b)).numpy(), rtol=1e-12)
+
+
+def test_loss_warnings_and_errors_like_torch():
+    torch = _torch()
+    with pytest.warns(UserWarning, match="reduction: 'mean' divides the total loss by both"):
+        F.kl_div(tg.zeros(2, 3), tg.ones(2, 3))
+    with pytest.warns(UserWarning, match="reduction: 'mean' divides the total loss by both"):
+        nn.KLDivLoss()(tg.zeros(2, 3), tg.ones(2, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        F.kl_div(tg.zeros(2, 3), tg.ones(2, 3), reduction="batchmean")
+    for fn in (F.smooth_l1_loss, F.huber_loss):
+        with pytest.warns(UserWarning, match="different to the input size"):
+            fn(tg.ones(3, 1), tg.ones(3))
+    with pytest.raises(RuntimeError, match="smooth_l1_loss does not support negative values"):
+        F.smooth_l1_loss(tg.ones(3), tg.ones(3), beta=-1.0)
+    with pytest.raises(RuntimeError, match="huber_loss does not support non-positive values"):
+        F.huber_loss(tg.ones(3), tg.ones(3), delta=0.0)
+    with pytest.raises(RuntimeError, match="huber_loss does not support non-positive values"):
+        torch.nn.functional.huber_loss(torch.ones(3), torch.ones(3), delta=0.0)
+    # a 0-d input under batchmean: the plain sum, as in PyTorch
+    np.testing.assert_allclose(
+        F.kl_div(tg.tensor(-1.0), tg.tensor(0.5), reduction="batchmean").item(),
+        torch.nn.functional.kl_div(torch.tensor(-1.0), torch.tensor(0.5),
+                                   reduction="batchmean").item(), rtol=1e-6)
+
+
+def test_all_new_names_are_exported():
+    for name in ("LeakyReLU", "ELU", "Softplus", "Mish", "Hardswish", "Hardsigmoid", "PReLU",
+                 "GLU", "SmoothL1Loss", "HuberLoss", "KLDivLoss"):
+        assert name in nn.__all__ and getattr(nn, name).__name__ == name

@@ -1,0 +1,245 @@
+"""The loss functions of ``nn.functional`` (which exports them): PyTorch's names,
+reductions and errors, each a composition of tracegrad ops."""
+import math
+import warnings
+
+import tracegrad
+
+from ..ops import (
+    abs, exp, gather, index_select, log, log1p, log_softmax as _log_softmax, masked_fill, where,
+)
+from ..ops.core import op_error
+
+
+def _reduction(size_average, reduce, reduction, name):
+    if size_average is not None or reduce is not None:     # the deprecated pair of flags
+        size_average = True if size_average is None else size_average
+        reduce = True if reduce is None else reduce
+        reduction = "none" if not reduce else "mean" if size_average else "sum"
+        warnings.warn(f"size_average and reduce args will be deprecated, please use "
+                      f"reduction='{reduction}' instead.", stacklevel=3)
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"{name}: {reduction} is not a valid value for reduction")
+    return reduction
+
+
+def _reduce(loss, reduction):
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    return loss
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    reduction = _reduction(size_average, reduce, reduction, "mse_loss")
+    if target.shape != input.shape:
+        warnings.warn(f"Using a target size ({target.shape}) that is different to the input size "
+                      f"({input.shape}). This will likely lead to incorrect results due to "
+                      f"broadcasting. Please ensure they have the same size.", stacklevel=2)
+    diff = input - target
+    loss = diff * diff
+    return _reduce(loss if weight is None else loss * weight, reduction)
+
+
+def _check_nll_shapes(input, target):
+    if input.ndim < 1:
+        raise ValueError(f"Expected 1 or more dimensions (got {input.ndim})")
+    if input.ndim == 1:
+        if target.ndim != 0:
+            raise op_error("nll_loss", f"expected a 0-D target for a 1-D input of class scores, "
+                                       f"got target of size {list(target.shape)}")
+        return
+    if target.ndim == 0 or input.shape[0] != target.shape[0]:
+        raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target "
+                         f"batch_size ({target.shape[0] if target.ndim else 0}).")
+    want = (input.shape[0],) + tuple(input.shape[2:])
+    if tuple(target.shape) != want:
+        raise op_error("nll_loss", f"Expected target size {list(want)}, got "
+                                   f"{list(target.shape)}")
+
+
+def _nll_terms(input, target, weight, ignore_index):
+    """Per-position ``-w[t] * input[t]`` and ``w[t]`` (both 0 where ``t == ignore_index``)."""
+    if target.is_floating_point() or target.dtype is tracegrad.bool:
+        raise op_error("nll_loss", f"expected scalar type Long but found {target.type()} for "
+                                   f"the class-index target")
+    _check_nll_shapes(input, target)
+    class_dim = 0 if input.ndim == 1 else 1
+    ignored = target == ignore_index
+    safe = masked_fill(target, ignored, 0)        # any valid class: its term is zeroed below
+    picked = gather(input, class_dim, safe.unsqueeze(class_dim)).squeeze(class_dim)
+    kept = (~ignored).to(input.dtype)
+    if weight is not None:
+        kept = index_select(weight, 0, safe.reshape(-1)).reshape(safe.shape) * kept
+    return -(picked * kept), kept
+
+
+def _divide_by_total(total_loss, total_weight):
+    """``total_loss / total_weight``; NaN when every target was ignored, as in PyTorch, with a
+    zero gradient (a plain 0/0 would make the gradient NaN too)."""
+    empty = total_weight == 0
+    return where(empty, math.nan, total_loss / where(empty, 1.0, total_weight))
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+             reduction="mean"):
+    """The negative log-likelihood of class indices; ``mean`` divides by the summed weights
+    of the positions not ignored."""
+    reduction = _reduction(size_average, reduce, reduction, "nll_loss")
+    loss, w = _nll_terms(input, target, weight, ignore_index)
+    if reduction == "mean":
+        return _divide_by_total(loss.sum(), w.sum())
+    return _reduce(loss, reduction)
+
+
+def _class_weight(weight, input):
+    """``weight`` shaped to broadcast along the class dim of ``input``."""
+    if input.ndim == 1:
+        return weight
+    return weight.reshape((1, -1) + (1,) * (input.ndim - 2))
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                  reduction="mean", label_smoothing=0.0):
+    """log_softmax over the class dim, then the NLL of class indices (``target`` integer) or
+    the cross entropy with class probabilities (``target`` floating, same shape as input)."""
+    reduction = _reduction(size_average, reduce, reduction, "cross_entropy")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise op_error("cross_entropy", f"label_smoothing must be between 0.0 and 1.0. Got: "
+                                        f"{label_smoothing}")
+    class_dim = 0 if input.ndim == 1 else 1
+    n_classes = input.shape[class_dim]
+    logp = _log_softmax(input, class_dim)
+    if target.is_floating_point():
+        if target.shape != input.shape:
+            raise op_error("cross_entropy", f"expected class-probability target of the input's "
+                                            f"shape {list(input.shape)}, got "
+                                            f"{list(target.shape)}")
+        if label_smoothing > 0:
+            target = target * (1 - label_smoothing) + label_smoothing / n_classes
+        terms = logp * target
+        if weight is not None:
+            terms = terms * _class_weight(weight, input)
+        if reduction == "none":
+            return -terms.sum(class_dim)
+        total = -terms.sum()
+        return total / (input.numel() / n_classes) if reduction == "mean" else total
+    loss, w = _nll_terms(logp, target, weight, ignore_index)
+    nll = _divide_by_total(loss.sum(), w.sum()) if reduction == "mean" \
+        else _reduce(loss, reduction)
+    if label_smoothing == 0:
+        return nll
+    # PyTorch's smoothing term: the (weighted) sum of -log p over all classes
+    smooth = -((logp * _class_weight(weight, input)) if weight is not None else logp)
+    smooth = masked_fill(smooth.sum(class_dim), target == ignore_index, 0.0)
+    if reduction == "mean":
+        # w is the target weight, or 1, at each position not ignored
+        smooth = _divide_by_total(smooth.sum(), w.sum())
+    else:
+        smooth = _reduce(smooth, reduction)
+    return nll * (1 - label_smoothing) + smooth * (label_smoothing / n_classes)
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
+                         reduction="mean"):
+    """``-(t log x + (1 - t) log(1 - x))`` with each log clamped at -100, as PyTorch does."""
+    reduction = _reduction(size_average, reduce, reduction, "binary_cross_entropy")
+    if target.shape != input.shape:
+        raise ValueError(f"Using a target size ({target.shape}) that is different to the input "
+                         f"size ({input.shape}) is deprecated. Please ensure they have the same "
+                         f"size.")
+    loss = (target - 1) * log1p(-input).clamp(min=-100) - target * log(input).clamp(min=-100)
+    return _reduce(loss if weight is None else loss * weight, reduction)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
+                                     reduction="mean", pos_weight=None):
+    """``(1 - t) x - log_sigmoid(x)`` (times ``1 + (pos_weight - 1) t`` on the log term):
+    PyTorch's stable formula, so large logits neither overflow nor lose precision."""
+    reduction = _reduction(size_average, reduce, reduction, "binary_cross_entropy_with_logits")
+    if target.shape != input.shape:
+        raise ValueError(f"Target size ({target.shape}) must be the same as input size "
+                         f"({input.shape})")
+    from .functional import log_sigmoid     # functional imports this module at its top
+    log_sig = log_sigmoid(input)
+    if pos_weight is not None:
+        log_sig = log_sig * ((pos_weight - 1) * target + 1)
+    loss = (1 - target) * input - log_sig
+    return _reduce(loss if weight is None else loss * weight, reduction)
+
+
+def _warn_target_size(input, target):
+    if target.shape != input.shape:
+        warnings.warn(f"Using a target size ({target.shape}) that is different to the input size "
+                      f"({input.shape}). This will likely lead to incorrect results due to "
+                      f"broadcasting. Please ensure they have the same size.", stacklevel=3)
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    """``0.5 d^2 / beta`` for ``|d| < beta``, else ``|d| - 0.5 beta``; ``beta = 0`` is L1."""
+    _warn_target_size(input, target)
+    reduction = _reduction(size_average, reduce, reduction, "smooth_l1_loss")
+    if beta < 0:
+        raise op_error("smooth_l1_loss", "smooth_l1_loss does not support negative values for "
+                                         "beta.")
+    d = input - target
+    if beta == 0.0:
+        return _reduce(abs(d), reduction)
+    z = abs(d)
+    return _reduce(where(z < beta, d * d * 0.5 / beta, z - 0.5 * beta), reduction)
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    """``0.5 d^2`` for ``|d| < delta``, else ``delta (|d| - 0.5 delta)``."""
+    _warn_target_size(input, target)
+    reduction = _reduction(None, None, reduction, "huber_loss")
+    if delta <= 0:
+        raise op_error("huber_loss", "huber_loss does not support non-positive values for "
+                                     "delta.")
+    d = input - target
+    z = abs(d)
+    loss = where(z < delta, d * d * 0.5, (z - 0.5 * delta) * delta)
+    if weight is not None:
+        if weight.shape != input.shape:
+            raise ValueError("Weights and input must have the same size.")
+        loss = loss * weight
+    return _reduce(loss, reduction)
+
+
+def _xlogy_self(t):
+    """``t log t`` with 0 at ``t = 0`` (and no NaN gradient there)."""
+    zero = t == 0
+    return where(zero, 0.0, t * log(where(zero, 1.0, t)))
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    """Pointwise ``target (log target - input)`` (``exp(target) (target - input)`` with
+    ``log_target``); ``batchmean`` sums and divides by the batch size. The target's gradient
+    at ``target = 0`` is 0 here, NaN in PyTorch (its ``xlogy`` backward divides 0 by 0)."""
+    if size_average is not None or reduce is not None:
+        reduction = _reduction(size_average, reduce, reduction, "kl_div")
+    else:
+        if reduction == "mean":
+            warnings.warn("reduction: 'mean' divides the total loss by both the batch size and "
+                          "the support size.'batchmean' divides only by the batch size, and "
+                          "aligns with the KL div math definition.'mean' will be changed to "
+                          "behave the same as 'batchmean' in the next major release.",
+                          stacklevel=2)
+        if reduction not in ("none", "mean", "sum", "batchmean"):
+            raise ValueError(f"{reduction} is not a valid value for reduction")
+    if not input.is_floating_point() or not target.is_floating_point():
+        raise op_error("kl_div", "kl_div: Integral inputs not supported.")
+    if log_target:
+        loss = exp(target) * (target - input)
+    else:
+        loss = _xlogy_self(target) - target * input
+    if reduction == "batchmean":
+        total = loss.sum()
+        return total / input.shape[0] if input.ndim != 0 else total
+    return _reduce(loss, reduction)
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    reduction = _reduction(size_average, reduce, reduction, "l1_loss")
+    return _reduce(abs(input - target), reduction)
