@@ -49,14 +49,11 @@ class Adagrad(Optimizer):
         for group in self.param_groups:
             lr, lr_decay, eps = group["lr"], group["lr_decay"], group["eps"]
             weight_decay = group["weight_decay"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
+            for p, grad in self._grads(group):
                 state = self.state[p]
                 state_sum = state["sum"]
                 state["step"].add_(1)
                 step = state["step"].item()
-                grad = -p.grad if group["maximize"] else p.grad
                 if weight_decay != 0:
                     grad = grad.add(p, alpha=weight_decay)
                 clr = lr / (1 + (step - 1) * lr_decay)

@@ -12,6 +12,7 @@ from collections import defaultdict
 from copy import deepcopy
 from itertools import chain
 
+from .. import creation, dtypes
 from ..autograd.grad_mode import no_grad
 from ..nn.module import zero_grads
 from ..tensor import Tensor
@@ -27,6 +28,19 @@ required = _RequiredParameter()
 
 def _typename(obj):
     return obj.type() if isinstance(obj, Tensor) else type(obj).__name__
+
+
+def check_args(lr=0.0, eps=0.0, betas=(0.0, 0.0), weight_decay=0.0):
+    """PyTorch's errors for hyper-parameters out of range (the Adam family's checks)."""
+    if not 0.0 <= lr:
+        raise ValueError(f"Invalid learning rate: {lr}")
+    if not 0.0 <= eps:
+        raise ValueError(f"Invalid epsilon value: {eps}")
+    for i, beta in enumerate(betas):
+        if not 0.0 <= beta < 1.0:
+            raise ValueError(f"Invalid beta parameter at index {i}: {beta}")
+    if not 0.0 <= weight_decay:
+        raise ValueError(f"Invalid weight_decay value: {weight_decay}")
 
 
 def _no_grad_step(step):
@@ -100,6 +114,27 @@ class Optimizer:
 
     def step(self, closure=None):
         raise NotImplementedError
+
+    def _lazy_state(self, p, *buffers, **scalars):
+        """The state of ``p``, made at its first step: ``step`` (a float32 scalar tensor, as
+        in PyTorch's state dicts), then ``scalars`` (float32 scalar tensors), then each of
+        ``buffers`` as zeros like ``p``, in PyTorch's order."""
+        state = self.state[p]
+        if not state:
+            state["step"] = creation.tensor(0.0, dtype=dtypes.float32)
+            for name, value in scalars.items():
+                state[name] = creation.tensor(value, dtype=dtypes.float32)
+            for name in buffers:
+                state[name] = creation.zeros_like(p)
+        return state
+
+    @staticmethod
+    def _grads(group):
+        """``(p, grad)`` for each parameter of ``group`` that has a gradient; with
+        ``maximize`` the gradient is negated (the step ascends)."""
+        for p in group["params"]:
+            if p.grad is not None:
+                yield p, (-p.grad if group.get("maximize") else p.grad)
 
     def _closure_loss(self, closure):
         if closure is None:

@@ -17,25 +17,15 @@ While the variance estimate is too short (rho_t <= 5, the first steps) the
 step is plain bias-corrected momentum SGD. The scalars are Python floats from
 ``state["step"]``, a float32 scalar tensor as in PyTorch's state dicts.
 """
-from .. import creation, dtypes
 from ..ops import sqrt
-from .optimizer import Optimizer, _no_grad_step
+from .optimizer import Optimizer, _no_grad_step, check_args
 
 
 class RAdam(Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  decoupled_weight_decay=False, *, foreach=None, maximize=False,
                  capturable=False, differentiable=False):
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        if not 0.0 <= betas[0] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-        if not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        check_args(lr, eps, betas, weight_decay)
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                         maximize=maximize, foreach=foreach, capturable=capturable,
                         decoupled_weight_decay=decoupled_weight_decay,
@@ -43,12 +33,7 @@ class RAdam(Optimizer):
         super().__init__(params, defaults)
 
     def _state_for(self, p):
-        state = self.state[p]
-        if not state:
-            state["step"] = creation.tensor(0.0, dtype=dtypes.float32)
-            state["exp_avg"] = creation.zeros_like(p)
-            state["exp_avg_sq"] = creation.zeros_like(p)
-        return state
+        return self._lazy_state(p, "exp_avg", "exp_avg_sq")
 
     @_no_grad_step
     def step(self, closure=None):
@@ -56,10 +41,7 @@ class RAdam(Optimizer):
         for group in self.param_groups:
             lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
             beta1, beta2 = group["betas"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                grad = -p.grad if group["maximize"] else p.grad
+            for p, grad in self._grads(group):
                 state = self._state_for(p)
                 exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
                 state["step"].add_(1)

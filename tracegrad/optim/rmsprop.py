@@ -12,7 +12,6 @@ float32 parameters follow PyTorch's to rounding. Per parameter:
 
 ``state["step"]`` is counted (a float32 scalar tensor) but not used, as in PyTorch.
 """
-from .. import creation, dtypes
 from ..ops import sqrt
 from .optimizer import Optimizer, _no_grad_step
 
@@ -37,15 +36,9 @@ class RMSprop(Optimizer):
         super().__init__(params, defaults)
 
     def _state_for(self, p, group):
-        state = self.state[p]
-        if not state:
-            state["step"] = creation.tensor(0.0, dtype=dtypes.float32)
-            state["square_avg"] = creation.zeros_like(p)
-            if group["momentum"] > 0:
-                state["momentum_buffer"] = creation.zeros_like(p)
-            if group["centered"]:
-                state["grad_avg"] = creation.zeros_like(p)
-        return state
+        return self._lazy_state(p, "square_avg",
+                                *(("momentum_buffer",) if group["momentum"] > 0 else ()),
+                                *(("grad_avg",) if group["centered"] else ()))
 
     @_no_grad_step
     def step(self, closure=None):
@@ -53,10 +46,7 @@ class RMSprop(Optimizer):
         for group in self.param_groups:
             lr, alpha, eps = group["lr"], group["alpha"], group["eps"]
             weight_decay, momentum = group["weight_decay"], group["momentum"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                grad = -p.grad if group["maximize"] else p.grad
+            for p, grad in self._grads(group):
                 state = self._state_for(p, group)
                 square_avg = state["square_avg"]
                 state["step"].add_(1)

@@ -33,10 +33,7 @@ class SGD(Optimizer):
         for group in self.param_groups:
             lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
             weight_decay, nesterov = group["weight_decay"], group["nesterov"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                grad = -p.grad if group["maximize"] else p.grad
+            for p, grad in self._grads(group):
                 if weight_decay != 0:
                     grad = grad.add(p, alpha=weight_decay)
                 if momentum != 0:
