@@ -483,15 +483,10 @@ class _Writer:
 
 def _kept(op, ndim):
     """The shape of a reduction's result with its reduced axes kept as 1s."""
-    return tuple(1 if a in op.axes else n for a, n in
-                 enumerate(op.value.shape if op.keepdim else _unreduce(op, ndim)))
-
-
-def _unreduce(op, ndim):
-    shape, it = [], iter(op.value.shape)
-    for a in range(ndim):
-        shape.append(1 if a in op.axes else next(it))
-    return tuple(shape)
+    if op.keepdim:
+        return op.value.shape
+    kept = iter(op.value.shape)
+    return tuple(1 if a in op.axes else next(kept) for a in range(ndim))
 
 
 def _coalesce(domain, maps, inner):

@@ -226,8 +226,7 @@ def emit_call(em, plan, namer, ws, label, slot_of=None):
     workspace slot (memplan), else the output gets a fresh array."""
     kernel = plan.kernel
     g = kernel.group
-    sites = sorted({os.path.basename(n.site).rsplit(":", 1)[0] + ":" + n.site.rsplit(":", 1)[1]
-                    for n in g.nodes if n.site})
+    sites = sorted({os.path.basename(n.site) for n in g.nodes if n.site})
     comment = f"{label} ({g.kind}): {kernel.op_names()}" + (
         f"  [{', '.join(sites)}]" if sites else "")
     out = []

@@ -30,7 +30,7 @@ It prints like this (``str(kernel)``)::
 import os
 
 from tracegrad import dtypes
-from tracegrad.ir import Value, type_str
+from tracegrad.ir import SHORT, Value, type_str
 from tracegrad.passes.memplan import written
 
 
@@ -187,7 +187,7 @@ def _operand(v, want, namer, body, site):
 
 
 def _short(dtype):
-    return type_str(type("A", (), {"dtype": dtype, "shape": ()})()).split("[")[0]
+    return SHORT.get(dtype, dtype.name)
 
 
 def _param(v):
