@@ -42,6 +42,7 @@ stays on the NumPy tier.
 """
 import math
 
+from tracegrad.symbolic import symbols_in
 from tracegrad import dtypes
 
 from .kernel import Literal, Reduce, strides
@@ -156,6 +157,8 @@ class _Writer:
         for i in k.inputs:
             self.lang.ctype(i.dtype)
         domain = k.domain or (1,)
+        if symbols_in(domain):     # a dynamic shape: the kernel stays on the NumPy tier
+            raise Unsupported("symbolic sizes")
         if math.prod(domain) == 0:
             raise Unsupported("an empty domain")      # NumPy's errors for empty reductions
         rowwise = [op for op in k.body if isinstance(op, Reduce) and not op.spans]

@@ -31,6 +31,7 @@ import os
 import numpy as np
 
 from tracegrad.parallel import max_threads
+from tracegrad.symbolic import symbols_in
 
 from . import python as py
 
@@ -114,6 +115,9 @@ def emit_kernel(em, kernel, namer, site_comment):
     partials = {op.name for op in kernel.partials}
     outputs = {op.name for op in kernel.outputs}
     rows = {i.name for i in kernel.inputs if sliced(i.value, group)} | {op.name for op in loop}
+    if chunks and symbols_in(group.domain[0]) and not rows & (
+            {i.name for i in kernel.inputs} | outputs):
+        chunks = None       # no array passed in rows to read their number from
 
     def shape_in(name, shape):     # the shape a kernel sees: ``step`` rows in place of all
         return (chunks[0],) + tuple(shape[1:]) if chunks and name in rows else tuple(shape)
@@ -156,13 +160,16 @@ def emit_kernel(em, kernel, namer, site_comment):
            f"[{','.join(map(str, group.domain))}], {where}.")
     if chunks:
         flags = tuple(n in rows for n in ins)
+        # a dynamic domain's rows are read from the first array passed in rows
+        nrows = group.domain[0] if not symbols_in(group.domain[0]) else \
+            f"{ins[flags.index(True)]}.shape[0]"
         trim = tuple(len(s) == len(group.domain) and s[0] == chunks[0]
                      for _, s, _ in scratch.specs)
         combine = tuple(op.combiner.ufunc for op in kernel.partials)
         chunk = py.function(f"{kernel.name}_chunk", ins + bufs, body, doc)
         entry = py.function(kernel.name, ins + ["ws"], [(None, py.stmt(
             f"return run_chunks({kernel.name}_chunk, ({', '.join(ins)}{',' * (len(ins) == 1)}),"
-            f" ws.{kernel.name}, rows={group.domain[0]}, step={chunks[0]}, sliced={flags!r},"
+            f" ws.{kernel.name}, rows={nrows}, step={chunks[0]}, sliced={flags!r},"
             f" trim={trim!r}, combine={combine!r})"))], f"{kernel.label} on the NumPy tier.")
         src = chunk + "\n\n\n" + entry
     else:

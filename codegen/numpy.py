@@ -24,6 +24,7 @@ import numpy as np
 from tracegrad import dtypes
 from tracegrad.ir import Const, Value
 from tracegrad.ops.core import Primitive
+from tracegrad.symbolic import ATOMS, SymInt, Specialize, symbols_in
 
 from . import fused, kernel
 from . import python as py
@@ -44,6 +45,7 @@ class Emitter:
         self.kernels = []           # sources of fused groups' kernel functions
         self.kernel_ir = []         # their kernel IR (kernel.Kernel), for the other tiers
         self.workspaces = {}        # module global -> (kernel scratch, slots), see support
+        self.symbols = {}           # size symbol -> its value in the trace (the probes use it)
         self._ids = {}
 
     def global_for(self, obj, prefix):
@@ -146,6 +148,7 @@ class Emitter:
         if node.op in _DTYPE_EXACT or node.prim.kind == "shape":
             return False
         env = dict(self.env)
+        env.update(self.symbols)
         for n, aval in arg_avals.items():
             env[n] = np.zeros((1,) * len(aval.shape), aval.dtype.np)
         try:
@@ -182,9 +185,14 @@ def emit_function(em, graph, fname, namer, guards=(), doc=None):
     for g in guards:
         guard_at.setdefault(g[0], []).append(g)
     body, prev_site = [], None
+    sizes = size_sources(graph, namer)
+    for sym, src in sizes:
+        body.append((None, py.assign(sym, py.expr(src))))
+        em.symbols[sym] = 2
     ws = "ws" if graph.groups else None
     if ws:
-        body.append((None, py.stmt(f"{ws} = _{fname}_workspace.take()")))
+        key = f"({''.join(s + ', ' for s, _ in sizes)})" if sizes else ""
+        body.append((None, py.stmt(f"{ws} = _{fname}_workspace.take({key})")))
     kernels = {}
     slot_of = graph.plan.slot_of if graph.plan else None
     for v in graph.inputs:
@@ -214,7 +222,8 @@ def emit_function(em, graph, fname, namer, guards=(), doc=None):
         if dead:
             body.append((None, py.release(sorted(set(dead)))))
     if ws:
-        em.workspaces[f"_{fname}_workspace"] = (kernels, graph.plan.slots if graph.plan else {})
+        em.workspaces[f"_{fname}_workspace"] = (kernels, graph.plan.slots if graph.plan else {},
+                                                [s for s, _ in sizes])
         body.append((None, py.stmt(f"_{fname}_workspace.give({ws})")))
     body.append((None, py.return_([namer(v) for v in returned]) if returned
                  else py.stmt("return ()")))
@@ -241,15 +250,40 @@ def _check_guards(body, namer, guards):
         body.append((None, py.stmt(f"if {test}:\n    raise GuardFailure({index})")))
 
 
-def workspace_source(kernels, slots):
-    """Source of the ``Workspace(...)`` holding these kernels' scratch and these slots."""
+def workspace_source(kernels, slots, sizes=()):
+    """Source of the ``Workspace(...)`` holding these kernels' scratch and these slots; with
+    ``sizes`` (symbols), a workspace whose buffers are made per size (pooled by size)."""
     def specs(items):
         return "[" + ", ".join(f"({shape!r}, np.{np.dtype(dt).name})" for shape, dt in items) + "]"
-    parts = []
-    if kernels:
-        parts.append("kernels={" + ", ".join(f"{name!r}: ({copies}, {specs(items)})"
-                                             for name, (copies, items) in kernels.items()) + "}")
-    if slots:
-        parts.append("slots={" + ", ".join(f"{name!r}: ({shape!r}, np.{np.dtype(dt).name})"
-                                           for name, (shape, dt) in slots.items()) + "}")
+    k = "{" + ", ".join(f"{name!r}: ({copies}, {specs(items)})"
+                        for name, (copies, items) in kernels.items()) + "}"
+    s = "{" + ", ".join(f"{name!r}: ({shape!r}, np.{np.dtype(dt).name})"
+                        for name, (shape, dt) in slots.items()) + "}"
+    if sizes:
+        return f"Workspace(sized=lambda {', '.join(sizes)}: ({k}, {s}))"
+    parts = ([f"kernels={k}"] if kernels else []) + ([f"slots={s}"] if slots else [])
     return f"Workspace({', '.join(parts)})"
+
+
+def size_sources(graph, namer):
+    """``[(symbol, source)]``: each size symbol ``graph`` uses and the input dim it is read
+    from (``s0``, ``x.shape[0]``), in symbol order."""
+    used = set()
+    for v in graph.inputs:
+        used |= symbols_in(v.aval.shape)
+    for n in graph.nodes:
+        used |= symbols_in(n.out.aval.shape) | symbols_in(list(n.inputs)) | symbols_in(n.params)
+    if not used:
+        return []
+    found = {}
+    for v in graph.inputs:
+        for d, n in enumerate(v.aval.shape):
+            if type(n) is SymInt and len(n.poly.terms) == 1:
+                (mono, coeff), = n.poly.terms
+                if coeff == 1 and len(mono) == 1 and mono[0] not in ATOMS:
+                    found.setdefault(mono[0], f"{namer(v)}.shape[{d}]")
+    missing = used - set(found)
+    if missing:
+        raise Specialize(missing, f"no input of the generated function has the size "
+                                  f"{', '.join(sorted(missing))} as a dim")
+    return [(s, found[s]) for s in sorted(used, key=lambda s: int(s[1:]))]

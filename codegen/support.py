@@ -30,6 +30,9 @@ P = _Primitives()
 
 # fused groups ---------------------------------------------------------------------------------
 
+SIZES_KEPT = 4       # a dynamic workspace keeps buffers for this many sizes
+
+
 class Workspace:
     """Buffers one compiled function reuses from call to call, so that its groups neither
     allocate nor page-fault fresh memory per call. ``kernels``: kernel name -> (copies,
@@ -37,15 +40,31 @@ class Workspace:
     that carry a value from one group to a later one. ``take`` hands out a set not in use
     (a call running in another thread gets a set of its own); ``give`` returns it."""
 
-    def __init__(self, kernels=None, slots=None):
+    def __init__(self, kernels=None, slots=None, sized=None):
         self.kernels, self.slots = kernels or {}, slots or {}
         self._free = []
+        # a dynamic shape: ``sized(*sizes)`` gives (kernels, slots) for the call's sizes, and
+        # buffer sets are pooled per sizes (the last few sizes seen)
+        self.sized, self._by_size = sized, {}
 
-    def take(self):
-        return self._free.pop() if self._free else _Buffers(self.kernels, self.slots)
+    def take(self, sizes=None):
+        if sizes is None:
+            return self._free.pop() if self._free else _Buffers(self.kernels, self.slots)
+        pool = self._by_size.pop(sizes, None)
+        if pool is None:
+            pool = []
+            if len(self._by_size) >= SIZES_KEPT:
+                self._by_size.pop(next(iter(self._by_size)))      # the oldest size
+        self._by_size[sizes] = pool         # the most recent size last
+        buffers = pool.pop() if pool else _Buffers(*self.sized(*sizes))
+        buffers.sizes = sizes
+        return buffers
 
     def give(self, buffers):
-        self._free.append(buffers)
+        if self.sized is None:
+            self._free.append(buffers)
+        elif buffers.sizes in self._by_size:
+            self._by_size[buffers.sizes].append(buffers)
 
     def nbytes(self):
         """Bytes of one set of buffers."""

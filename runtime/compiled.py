@@ -23,12 +23,14 @@ from tracegrad.codegen.support import GuardFailure
 from tracegrad import _hooks
 from tracegrad.autograd import grad_mode
 from tracegrad.tensor import Tensor
+from tracegrad.symbolic import MARKS, ShapeEnv, Specialize
 from tracegrad.trace import Tracer
 from tracegrad.transform import instrument
 
 from . import tiers
 from .events import phase
-from .guards import free_guards, impure_calls, stale
+from .dynamic import DynamicDims
+from .guards import Draws, free_guards, impure_calls, prepare, stale
 from .variant import build
 
 _gm = grad_mode._state
@@ -61,6 +63,7 @@ class CompiledFunction:
         self._eager = False
         self._instrumented = None
         self._params = _param_names(target, skip_self=self._module is not None)
+        self._sizes = DynamicDims(dynamic)     # which dims are traced symbolic
         self._impure = impure_calls(target, self._module)  # a trace cannot replay: eager
         self._eager_reason = None
         self.stats = {"compiles": 0, "cache_hits": 0, "fallbacks": 0, "retrace_reasons": [],
@@ -92,19 +95,27 @@ class CompiledFunction:
             _flatten(a, None, tensors, None, sig)
         if self._module is not None:    # train()/eval() changes what a module computes
             sig.append(("training", tuple(m.training for m in self._module.modules())))
+        raw = sig
+        if self._sizes.dyn or self.dynamic or MARKS:      # dynamic dims leave the key
+            sig = self._sizes.key(sig, tensors)
         key = (tuple(sig), _gm.grad_enabled, _gm.inference)
-        reason = tried = None
+        reason = tried = draws = None
         last = self._last
         if last is not None and last.signature == key:
             # The usual call runs the variant that ran last: try it first (a cache hit in the
             # loop below would find it at the same cost, after the others' checks).
             tried = _stale(last) if last.checks else None
+            if tried is None and last.impure:   # its impure calls, drawn again: same results?
+                draws = Draws()
+                tried = draws.fit(last.impure)
             if tried is None:
                 try:
                     out = last.run(tensors + last.captured if last.captured else tensors)
                 except GuardFailure as e:
                     tried = "guard failed: " + last.guards[e.index].describe()
                 else:
+                    if draws is not None:
+                        draws.settle(last.impure)
                     self.stats["cache_hits"] += 1
                     return out
         variants = self._cache.get(key)
@@ -114,6 +125,9 @@ class CompiledFunction:
                     reason = tried      # it failed just now
                     continue
                 why = _stale(v) if v.checks else None
+                if why is None and v.impure:
+                    draws = draws or Draws()
+                    why = draws.fit(v.impure)
                 if why:
                     reason = why
                     continue
@@ -122,6 +136,8 @@ class CompiledFunction:
                 except GuardFailure as e:
                     reason = "guard failed: " + v.guards[e.index].describe()
                     continue
+                if draws is not None:
+                    draws.settle(v.impure)
                 self.stats["cache_hits"] += 1
                 self._last = v
                 return out
@@ -129,46 +145,88 @@ class CompiledFunction:
         _flatten((args, kwargs), "", [], paths, [])
         if not variants and self._variants:
             reason = _difference(self._variants[-1], key, [self._readable(p) for p in paths])
+        if draws is not None:       # eager, or the trace, draws from where the call began
+            draws.rewind()
         if self._impure:
             self._run_eagerly_for(self._impure)
             return self._call_eagerly(*args, **kwargs)
         if len(self._variants) >= self.max_variants:
             self._fall_back(reason)
             return self._call_eagerly(*args, **kwargs)
-        v = self._compile(args, kwargs, tensors, paths, key, reason)
+        grown = self._sizes.grow(raw, key, self._variants, [self._readable(p) for p in paths]) \
+            if self.dynamic is None else None
+        if grown:       # a size-caused recompile: those dims are traced symbolic from now on
+            reason = f"{reason}; {grown}" if reason else grown
+            key = (tuple(self._sizes.key(raw, tensors)), _gm.grad_enabled, _gm.inference)
+        v = self._compile(args, kwargs, tensors, paths, key, reason, raw)
         self._last = v
+        unreplayable = prepare(v.impure)
+        if unreplayable:     # this call's trace is right; later calls cannot be checked
+            self._run_eagerly_for(unreplayable)
         return v.run(tensors + v.captured)
 
-    def _compile(self, args, kwargs, tensors, paths, key, reason):
+    def _compile(self, args, kwargs, tensors, paths, key, reason, raw=None):
         if reason is not None:
             self.stats["retrace_reasons"].append(reason)
             if "recompiles" in os.environ.get("TRACEGRAD_LOG", ""):
                 print(f"tracegrad.compile: retracing {self._label}: {reason}", file=sys.stderr)
         start = time.perf_counter()
-        tracer = Tracer(name_captured=lambda t: _captured_name(t, self._module, self._target))
-        for t, p in zip(tensors, paths):
-            tracer.argument(t, self._readable(p))
+        names = [self._readable(p) for p in paths]
+        while True:
+            dynamic = self._sizes.dims(tensors)
+            tracer = Tracer(name_captured=lambda t: _captured_name(t, self._module, self._target),
+                            shape_env=ShapeEnv() if dynamic else None)
+            try:
+                traced = self._trace(tracer, args, kwargs, tensors, names, dynamic)
+                if traced.sym_dims:     # trusted for other sizes once two sizes agree
+                    confirmed = self._sizes.check_generic(traced, key, self._variants)
+                    if confirmed is not None:
+                        self.stats["size_checks"] = self.stats.get("size_checks", 0) + 1
+                        return confirmed
+                break
+            except Specialize as e:     # those sizes must be constants: trace again
+                why = self._sizes.specialize(e, tracer.sym_dims, names)
+                key = (tuple(self._sizes.key(raw, tensors)), key[1], key[2])
+                self.stats["retrace_reasons"].append(why)
+                _log_recompile(self._label, why)
+        label = f"{self._label}_v{len(self._variants)}".replace(".", "_").replace("<", "") \
+            .replace(">", "")
+        try:
+            v = self._build(traced, label, key, paths, args, kwargs, tracer)
+        except Specialize as e:     # codegen needed a size as a constant
+            why = self._sizes.specialize(e, tracer.sym_dims, names)
+            key = (tuple(self._sizes.key(raw, tensors)), key[1], key[2])
+            return self._compile(args, kwargs, tensors, paths, key, why, raw)
+        v.traced_graph, v.sym_dims, v.raw_sig = traced.graph, traced.sym_dims, raw
+        if v.sizes is not None:
+            v.sizes.verified = getattr(traced, "verified", False)
+        self._cache.setdefault(key, []).append(v)
+        self._variants.append(v)
+        self.stats["compiles"] += 1
+        self.stats["compile_seconds"] += time.perf_counter() - start
+        return v
+
+    def _build(self, traced, label, key, paths, args, kwargs, tracer):
+        return build(traced, label, _gm.grad_enabled and not _gm.inference,
+                  dump_ir=_ir_dumper(label), profile_name=self._label,
+                  title=f"{self._label}{_where(self._target)}, variant {len(self._variants)}",
+                  backend=self.backend, signature=key, paths=[self._readable(p) for p in paths],
+                  sources=[_source_of(t, self._module, self._target) for t in traced.captured],
+                  captured=traced.captured, captured_meta=[_meta(t) for t in traced.captured],
+                  free=free_guards(self._target, self._module, args, kwargs, traced,
+                                   tracer.impure), impure=tracer.impure)
+
+    def _trace(self, tracer, args, kwargs, tensors, names, dynamic):
+        """Run the function under ``tracer``; the arguments' ``dynamic`` dims symbolic."""
+        for i, (t, name) in enumerate(zip(tensors, names)):
+            tracer.argument(t, name, dynamic.get(i, ()))
         fn = self._traceable()
         try:
             with phase(self._label, "trace", "compile"):
                 result = tracer.run(fn, args, kwargs)
         finally:
             tracer.restore()
-        traced = tracer.finish(result)
-        label = f"{self._label}_v{len(self._variants)}".replace(".", "_").replace("<", "") \
-            .replace(">", "")
-        v = build(traced, label, _gm.grad_enabled and not _gm.inference,
-                  dump_ir=_ir_dumper(label), profile_name=self._label,
-                  title=f"{self._label}{_where(self._target)}, variant {len(self._variants)}",
-                  backend=self.backend, signature=key, paths=[self._readable(p) for p in paths],
-                  sources=[_source_of(t, self._module, self._target) for t in traced.captured],
-                  captured=traced.captured, captured_meta=[_meta(t) for t in traced.captured],
-                  free=free_guards(self._target, self._module))
-        self._cache.setdefault(key, []).append(v)
-        self._variants.append(v)
-        self.stats["compiles"] += 1
-        self.stats["compile_seconds"] += time.perf_counter() - start
-        return v
+        return tracer.finish(result)
 
     def _traceable(self):
         """The function to trace: the user's, rewritten by the front end when possible."""
@@ -270,7 +328,7 @@ class CompiledFunction:
             if v.captured:
                 lines.append(f"    reads {len(v.captured)} captured tensor(s): "
                              + ", ".join(src[0] for src in v.sources))
-            for gd in list(v.free) + list(v.guards):
+            for gd in list(v.free) + list(v.impure) + list(v.guards):
                 lines.append(f"    guard: {gd.describe()}")
             if v.backward_graph is not None:
                 from tracegrad.passes.partition import saved_and_recomputed
@@ -485,6 +543,11 @@ def _captured_changed(v):
         if _meta(t) != meta:
             return f"the captured tensor {name} changed shape, dtype, device or requires_grad"
     return None
+
+
+def _log_recompile(label, reason):
+    if "recompiles" in os.environ.get("TRACEGRAD_LOG", ""):
+        print(f"tracegrad.compile: retracing {label}: {reason}", file=sys.stderr)
 
 
 def _where(fn):

@@ -10,27 +10,61 @@ before the variant runs; a changed one retraces (the reason names it):
 - the same of the user's functions it reaches by name (a helper it calls, a user-defined
   submodule's ``forward``; see ``user_functions``);
 - for a module, the public attributes of it and its submodules (``Dropout.p``,
-  ``BatchNorm1d.eps``, a config field set on the module).
+  ``BatchNorm1d.eps``, a config field set on the module);
+- the attribute chains in the source (``transform.reads``) rooted at a global, a closure
+  cell or a parameter: ``cfg.scale`` of a config object, ``self.cfg.p`` in a forward,
+  ``self.scale`` in a compiled method of a plain class, a class attribute read through an
+  instance, ``HP["lr"]`` with a constant key. A ``ChainGuard`` reads the chain again from
+  the dicts that hold it (instance and class ``__dict__`` along the MRO, a module's,
+  ``nn.Module``'s parameters, buffers and submodules), never running code: a chain that
+  only a property or ``__getattr__`` can answer is not guarded (``TRACEGRAD_LOG=guards``
+  lists it as such). A parameter root is the object of the traced call; the signature keys
+  on its identity. Chains rooted at a local variable (``c = self.cfg; c.p``) are not
+  followed.
+
+Each guard names the ``file:line`` of its first read in the source.
 
 "Plain" values are the ones a trace can bake: ``None``, bools, numbers (NumPy scalars
 too), strings, and tuples, lists and dicts of them; a list or dict is compared by a copy
 taken when traced, so changing one in place retraces too. Tensors are captured inputs,
 read afresh each call (see ``trace.py``).
 
-A call whose result changes from call to call (``random.randint``, ``time.time``,
-``os.environ``: ``impure_calls`` finds them in the function's code) cannot be guarded
-that way; such a function runs eagerly, after one warning naming the call, rather than
-replaying the first call's result. Not covered: functions reached only through
-objects (``self.helper()`` of a plain object, a function stored in a list), and libraries.
+Impure calls (``random.randint``, ``time.time``, ``os.environ[...]``, ``numpy.random``,
+``secrets``, ``uuid``: ``transform.IMPURE``) written in the compiled function's own source
+are routed by the front end through a helper that records each call (site, arguments,
+result) on the trace. Before a variant is reused, ``Draws`` makes its recorded calls again,
+lazily and in order, with the recorded arguments (draws are shared between the variants
+tried in one call), and the variant fits only when every result is the same. The states of
+``random`` and ``numpy.random`` are saved before the first draw: a retrace (or an eager
+fallback) starts from them, so it draws what eager would, and a chosen variant that made
+fewer calls than were drawn has them rewound and redrawn, so the generators end where eager
+leaves them. A call whose result never repeats (``time.time()`` feeding a number) therefore
+retraces every call until ``max_variants``, then the function runs eagerly with a warning
+naming the call: slow, never stale. Sources without state (the clock, the environment) are
+read once more when a call retraces. A recorded call whose arguments or result are not
+plain, or that changed an argument in place (``random.shuffle``), cannot be checked: the
+function runs eagerly from then on, after one warning naming it.
+
+Impure calls the front end cannot route (in a helper reached by name, in a function
+without source, a function of an impure module passed as a value) keep the conservative
+rule: ``impure_calls`` lists them and the function runs eagerly, after one warning naming
+the call. Not covered: functions reached only through objects (``self.helper()`` of a
+plain object, a function stored in a list), and libraries.
 """
 import dis
+import inspect
 import os
+import random
 import sys
 import types
+from collections import Counter
 
 import numpy as np
 
 from tracegrad.ops.core import INTERNAL
+from tracegrad.tensor import Tensor
+from tracegrad.transform import IMPURE as _IMPURE, impure_name, instrument, reads, \
+    source_names
 
 _PLAIN = (bool, int, float, complex, str, bytes, type(None))
 _MISSING = object()
@@ -135,20 +169,35 @@ def _is_user_code(f):
     return not path.startswith(_NOT_USER) and "site-packages" not in path
 
 
-def free_guards(fn, module=None):
+def free_guards(fn, module=None, args=(), kwargs=None, traced=None, impure=()):
     """Guards for the plain values ``fn`` (and the user's functions it reaches, see
-    ``user_functions``) reads from globals and closures and, for a ``module``, for the
-    public plain attributes of it and its submodules."""
+    ``user_functions``) reads from globals and closures, for the attribute chains in their
+    source (``reads``) and, for a ``module``, for the public plain attributes of it and its
+    submodules. ``args``/``kwargs``: the traced call's, for chains rooted at a parameter;
+    ``traced`` and ``impure`` (the trace's data guards and impure calls) are only logged."""
     guards, seen = [], set()
+    _unguarded.clear()
+    tree = {id(m) for _, m in module.named_modules()} if module is not None else set()
+    if module is not None:
+        for path, m in module.named_modules():
+            for attr, value in vars(m).items():
+                if not attr.startswith("_") and attr != "training" and plain(value):
+                    name = f"{path}.{attr}" if path else attr
+                    seen.add((id(m.__dict__), attr))
+                    guards.append(FreeGuard(f"the attribute {name} of {type(m).__name__}",
+                                            m.__dict__, attr, value, None))
     for f in user_functions(fn, module):
         code = f.__code__
         site = f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}"
+        found = reads(f)
+        first = found[0] if found else {}
         scope = getattr(f, "__globals__", {})
         for name in sorted(_names_read(code)):
             value = scope.get(name, _MISSING)
             if value is not _MISSING and plain(value) and (id(scope), name) not in seen:
                 seen.add((id(scope), name))
-                guards.append(FreeGuard(f"the global {name}", scope, name, value, site))
+                guards.append(FreeGuard(f"the global {name}", scope, name, value,
+                                        first.get(name, site)))
         for name, cell in zip(code.co_freevars, f.__closure__ or ()):
             try:
                 value = cell.cell_contents
@@ -157,18 +206,175 @@ def free_guards(fn, module=None):
             if plain(value) and id(cell) not in seen:
                 seen.add(id(cell))
                 guards.append(FreeGuard(f"the closure variable {name}", cell, None, value,
-                                        site))
-    if module is not None:
-        for path, m in module.named_modules():
-            for attr, value in vars(m).items():
-                if not attr.startswith("_") and attr != "training" and plain(value):
-                    name = f"{path}.{attr}" if path else attr
-                    guards.append(FreeGuard(f"the attribute {name} of {type(m).__name__}",
-                                            m.__dict__, attr, value, None))
+                                        first.get(name, site)))
+        if found:
+            guards += _chain_guards(f, fn, module, args, kwargs or {}, found[1], tree, seen)
     if "guards" in os.environ.get("TRACEGRAD_LOG", ""):
         for g in guards:
             print(f"tracegrad.compile: guard: {g.describe()}", file=sys.stderr)
+        for g in getattr(traced, "guards", ()):
+            print(f"tracegrad.compile: guard: {g.describe()}", file=sys.stderr)
+        for r in impure:
+            print(f"tracegrad.compile: guard: {r.describe()}", file=sys.stderr)
+        for text in _unguarded:
+            print(f"tracegrad.compile: not guarded: {text}", file=sys.stderr)
+        _unguarded.clear()
     return guards
+
+
+_unguarded = []     # chains skipped while building guards, for TRACEGRAD_LOG=guards
+
+
+def _roots(f, fn, module, args, kwargs, root, kind):
+    """The objects the chain's ``root`` stands for, each with a getter that reads it again
+    (None: it is fixed). A parameter is fixed: the signature holds its identity."""
+    if kind == "param":
+        if f is getattr(fn, "__func__", fn):        # the compiled function: this call's
+            target = getattr(fn, "__func__", fn)
+            call = ((module,) + tuple(args)) if module is not None else tuple(args)
+            try:
+                bound = inspect.signature(target).bind(*call, **kwargs)
+            except TypeError:
+                return []
+            value = bound.arguments.get(root, _MISSING)
+            return [] if value is _MISSING else [(value, None)]
+        names = list(inspect.signature(f).parameters)
+        if module is not None and names and names[0] == root:   # self of a submodule
+            return [(m, None) for _, m in module.named_modules() if type(m).forward is f]
+        return []
+    get = reads_getter(f, root)
+    try:
+        return [(get(), get)] if get is not None else []
+    except Exception:       # noqa: BLE001 - unbound: nothing to guard
+        return []
+
+
+def reads_getter(f, root):
+    names = source_names(f)
+    return names.getter(root) if names is not None else None
+
+
+def _chain_guards(f, fn, module, args, kwargs, chains, tree, seen):
+    guards = []
+    for root, kind, steps, where in chains:
+        for obj, get in _roots(f, fn, module, args, kwargs, root, kind):
+            if plain(obj) or isinstance(obj, Tensor) or _library_module(obj):
+                continue        # the signature or a whole-value guard has it; libraries aren't
+            value, store, key, owner = obj, None, None, None
+            for step in steps:
+                owner = value
+                value, store, key = _read(value, step)
+                if value is _MISSING or value is _UNSAFE:
+                    break
+            shown = root + "".join(f".{k}" if s == "attr" else f"[{k!r}]" for s, k in steps)
+            if value is _UNSAFE:
+                _unguarded.append(f"{shown} at {where} (read through a property or "
+                                  "__getattr__; a guard does not call those)")
+                continue
+            if value is _MISSING or not plain(value):
+                continue
+            if owner is not None and id(owner) in tree and not str(key).startswith("_"):
+                continue        # a module attribute: guarded above (or in the signature)
+            if store is not None and (id(store), key) in seen:
+                continue
+            if store is not None:
+                seen.add((id(store), key))
+            guards.append(ChainGuard(f"the attribute {shown}", obj, get, steps, value, where))
+    return guards
+
+
+def _library_module(obj):
+    if not isinstance(obj, types.ModuleType):
+        return False
+    path = getattr(obj, "__file__", None)
+    if path is None:        # a built-in module, or one made at run time (a settings namespace)
+        return obj.__name__ in sys.builtin_module_names
+    return path.startswith(_NOT_USER) or "site-packages" in path
+
+
+_UNSAFE = object()
+
+
+def _read(obj, step):
+    """``(value, store, key)``: ``obj.name`` or ``obj[key]`` read from the dict that holds
+    it (an instance's ``__dict__``, a class's along the MRO, a module's, ``nn.Module``'s
+    parameters/buffers/submodules), never running a property or ``__getattr__``; the value
+    is ``_MISSING`` when absent and ``_UNSAFE`` when only code could produce it."""
+    kind, name = step
+    if kind == "item":
+        t = type(obj)
+        if t is dict:
+            return obj.get(name, _MISSING), obj, name
+        if t in (list, tuple) and type(name) is int:
+            return (obj[name] if -len(obj) <= name < len(obj) else _MISSING), None, None
+        return _UNSAFE, None, None
+    t = type(obj)
+    if t is types.ModuleType:
+        d = obj.__dict__
+        return d.get(name, _MISSING), d, name
+    if isinstance(obj, type):           # a class: its attribute along its MRO
+        for k in obj.__mro__:
+            d = k.__dict__
+            if name in d:
+                v = d[name]
+                return (_UNSAFE if hasattr(type(v), "__get__") else v), d, name
+        return _MISSING, None, None
+    found = _MISSING
+    for k in t.__mro__:
+        d = k.__dict__
+        if name in d:
+            found, holder = d[name], d
+            break
+    if found is not _MISSING:
+        kt = type(found)
+        if kt is types.MemberDescriptorType:        # __slots__
+            try:
+                return found.__get__(obj, t), None, None
+            except AttributeError:
+                return _MISSING, None, None
+        if hasattr(kt, "__set__") or hasattr(kt, "__delete__"):
+            return _UNSAFE, None, None      # a property or another data descriptor
+    try:
+        d = object.__getattribute__(obj, "__dict__")
+    except AttributeError:
+        d = None
+    if d is not None and name in d:
+        return d[name], d, name
+    if found is not _MISSING:
+        return (_UNSAFE if hasattr(type(found), "__get__") else found), holder, name
+    if d is not None and type(d.get("_modules")) is dict:      # nn.Module's own stores
+        for store in ("_parameters", "_buffers", "_modules"):
+            s = d.get(store)
+            if s is not None and name in s:
+                return s[name], s, name
+    if hasattr(t, "__getattr__"):
+        return _UNSAFE, None, None
+    return _MISSING, None, None
+
+
+class ChainGuard(FreeGuard):
+    """An attribute chain (``cfg.scale``, ``self.cfg.p``) read again from its root: ``get``
+    re-reads the root (a global, a closure cell), or ``root`` is fixed (a parameter, whose
+    identity the signature holds). Reads go through ``_read``: no property runs."""
+    __slots__ = ("root", "get", "steps")
+
+    def __init__(self, what, root, get, steps, value, site):
+        super().__init__(what, None, None, value, site)
+        self.root, self.get, self.steps = root, get, steps
+
+    def now(self):
+        if self.get is None:
+            obj = self.root
+        else:
+            try:
+                obj = self.get()
+            except Exception:       # noqa: BLE001 - the global was deleted
+                return _MISSING
+        for step in self.steps:
+            obj = _read(obj, step)[0]
+            if obj is _MISSING or obj is _UNSAFE:
+                return _MISSING
+        return obj
 
 
 def _names_read(code):
@@ -190,19 +396,24 @@ def stale(guards):
     return None
 
 
-# modules whose functions give a new result each call (``os``: only these attributes)
-_IMPURE = {"random": None, "time": None, "secrets": None, "uuid": None,
-           "os": {"environ", "getenv", "urandom", "getpid"}, "numpy.random": None}
-
-
 def impure_calls(fn, module=None):
     """``["random.randint at model.py:12", ...]``: the reads of impure modules in the code
-    of ``fn`` and of the user's functions it reaches (``user_functions``)."""
-    return sorted({c for f in user_functions(fn, module) for c in _impure_in(f)})
+    of ``fn`` and of the user's functions it reaches (``user_functions``) that the front end
+    does not route through its helper (those are re-evaluated each call, see ``Draws``)."""
+    found = []
+    target = getattr(fn, "__func__", fn)
+    for f in user_functions(fn, module):
+        calls = _impure_in(f)
+        if f is target and calls:
+            instrumented = instrument(f)
+            rewritten = Counter(str(s) for s in getattr(instrumented, "__tracegrad_sites__", ()))
+            calls = list((Counter(calls) - rewritten).elements())
+        found += calls
+    return sorted(set(found))
 
 
 def _impure_in(fn):
-    """The impure reads in one function's code (nested code included)."""
+    """The impure reads in one function's code (nested code included), one per read."""
     code = getattr(fn, "__code__", None)
     if code is None:
         return []
@@ -242,26 +453,108 @@ def _impure_in(fn):
             else:
                 chain = []
                 continue
-            what = _impure_name(chain)
+            what = impure_name(chain)
             if what:
                 found.append(f"{what} at {os.path.basename(c.co_filename)}:{line}")
                 chain = []
-    return sorted(set(found))
+    return found
 
 
-def _impure_name(chain):
-    """The dotted name when ``chain`` (loaded names and their objects) reaches into an impure
-    module, or a function defined in one; else None."""
-    names = [n for n, _ in chain]
-    for i, (_, obj) in enumerate(chain):
-        module = obj.__name__ if isinstance(obj, types.ModuleType) else None
-        if module in _IMPURE:
-            attrs = _IMPURE[module]
-            nxt = names[i + 1] if i + 1 < len(names) else None
-            if nxt is not None and (attrs is None or nxt in attrs):
-                return ".".join(names[:i + 2])
-        elif i == len(chain) - 1 and callable(obj) and not isinstance(obj, type) \
-                and getattr(obj, "__module__", None) in _IMPURE and _IMPURE[obj.__module__] \
-                is None:
-            return f"{obj.__module__}.{names[i]}"      # from random import randint
+_impure_name = impure_name
+
+
+# re-evaluating impure calls ------------------------------------------------------------------
+
+def prepare(records):
+    """Give each recorded call (``transform.ImpureCall``) its ``key`` (site and frozen
+    arguments) and ``frozen`` result; return the names of those that cannot be replayed:
+    arguments or result not plain, or an argument changed in place."""
+    bad = []
+    for r in records:
+        args = freeze((tuple(r.args), r.kwargs))
+        r.key = (r.site, args)
+        r.frozen = freeze(r.result)
+        if r.mutated or args is _NOT_PLAIN or r.frozen is _NOT_PLAIN:
+            bad.append(str(r.site))
+    return sorted(set(bad))
+
+
+def _stateful(fn):
+    """``(get_state, set_state)`` of the generator ``fn`` draws from, or None (the clock,
+    the environment: nothing to rewind)."""
+    owner = getattr(fn, "__self__", None)
+    if owner is not None and owner is getattr(random, "_inst", None):
+        return "random", random.getstate, random.setstate
+    if getattr(fn, "__module__", None) == "random" and not isinstance(owner, random.Random):
+        return "random", random.getstate, random.setstate
+    if owner is not None and owner is getattr(np.random.mtrand, "_rand", None):
+        return "numpy", np.random.get_state, np.random.set_state
     return None
+
+
+_RAISED = object()
+
+
+class Draws:
+    """One call's fresh results of the impure calls, drawn lazily and shared by the variants
+    tried for the call. ``fit(records)`` draws the calls a variant recorded (with their
+    recorded arguments), in order, and says why they differ, or None; ``settle`` leaves the
+    generators as if exactly the chosen variant's calls had been made (as eager would);
+    ``rewind`` puts them back to where they were before the first draw (before a retrace,
+    so the trace draws what eager would)."""
+    __slots__ = ("made", "saved")
+
+    def __init__(self):
+        self.made, self.saved = [], {}
+
+    def _draw(self, r):
+        fn = r.site.resolve()
+        state = _stateful(fn)
+        if state is not None and state[0] not in self.saved:
+            self.saved[state[0]] = (state[2], state[1]())
+        try:
+            return freeze(fn(*r.args, **r.kwargs))
+        except Exception:       # noqa: BLE001 - it raises now: the trace will show it
+            return _RAISED
+
+    def fit(self, records):
+        made = self.made
+        for k, r in enumerate(records):
+            if k < len(made) and made[k][0] != r.key:
+                self.rewind()           # another call here: draw along these calls afresh
+                return self.fit(records)
+            if k == len(made):
+                made.append((r.key, self._draw(r)))
+            got = made[k][1]
+            if type(got) is not type(r.frozen) or got != r.frozen:
+                now = "raises" if got is _RAISED else f"returned {_thaw(got)!r}"
+                return f"{r.call_text()} at {r.site.where} {now}, not {r.result!r} as when traced"
+        return None
+
+    def settle(self, records):
+        if len(self.made) <= len(records) or not self.saved:
+            return
+        for set_state, state in self.saved.values():
+            set_state(state)
+        for r in records:
+            fn = r.site.resolve()
+            if _stateful(fn) is not None:
+                fn(*r.args, **r.kwargs)
+
+    def rewind(self):
+        for set_state, state in self.saved.values():
+            set_state(state)
+        self.made, self.saved = [], {}
+
+
+def _thaw(x):
+    """A frozen value shown as the value it stands for."""
+    if type(x) is tuple and len(x) == 2 and isinstance(x[0], type):
+        t, v = x
+        if t in (tuple, list, frozenset):
+            return t(_thaw(e) for e in v)
+        if t is dict:
+            return {_thaw(k): _thaw(e) for k, e in v}
+        if issubclass(t, np.generic):
+            return t(v)
+    return x

@@ -36,12 +36,13 @@ class Variant:
     _result_index = None    # per variant, once: the output index when the result is one tensor
 
     def __init__(self, label, title, profile_name, signature=None, paths=(), sources=(),
-                 captured=(), captured_meta=(), free=()):
+                 captured=(), captured_meta=(), free=(), impure=()):
         self.label, self.title, self.profile_name = label, title, profile_name
         self.signature, self.paths = signature, list(paths)
         self.sources, self.captured = list(sources), list(captured)
         self.captured_meta = list(captured_meta)
         self.free = list(free)          # guards.FreeGuard: Python values read from outside
+        self.impure = list(impure)      # transform.ImpureCall: drawn again before each reuse
         self.checks = bool(self.sources or self.free)
         self.tier, self.kernel_ir, self.namespace = "numpy", [], {}
         self.c_source, self.c_kernels, self.c_skipped, self.c_seconds = None, [], {}, None
@@ -53,8 +54,12 @@ class Variant:
             return self.python_code
         return f"{self.python_code}\n\n/* ---- the C tier ---- */\n{self.c_source}"
 
+    sizes = None        # a dynamic variant: SizeGuard, its check of the call's sizes
+
     def run(self, tensors):
         """Results for one call; ``tensors`` are the argument tensors then the captured ones."""
+        if self.sizes is not None:
+            self.sizes.check(tensors)
         # the generators' states before the forward draws: create_graph draws the same again
         states = [(g, g.get_state()) for g in self.generators] if self.generators else None
         try:
@@ -84,8 +89,10 @@ class Variant:
             if src is not None:         # an input returned as it is: the same tensor object
                 results[k] = tensors[src]
         if seeds:
+            meta = self.out_meta if self.sizes is None else tuple(
+                (outs[k].shape, m[1], m[2]) for k, m in zip(seeds, self.out_meta))
             node = CompiledFunctionBackward(
-                tuple([tensors[i]._grad_edge() for i in self.wrt]), self.out_meta)
+                tuple([tensors[i]._grad_edge() for i in self.wrt]), meta)
             node.variant = self
             node.residuals = residuals
             node.inputs = tensors
@@ -115,6 +122,49 @@ class Variant:
                 + print_graph(self.backward_graph, "backward", self.namer))
 
 
+class SizeGuard:
+    """The sizes a dynamic variant serves: each symbol read from its first dim, the other dims
+    of that size equal to it, every symbol at least 2, and the relations the trace relied
+    on (``s0 > 16``). ``check(tensors)`` raises ``GuardFailure(index)`` when they fail;
+    ``index`` is this guard's place in the variant's ``guards``."""
+
+    def __init__(self, sym_dims, relations, index):
+        self.sym_dims, self.relations, self.index = list(sym_dims), list(relations), index
+        first, lines, tests = {}, [], []
+        for ti, d, size in self.sym_dims:
+            name = str(size)
+            if name not in first:
+                first[name] = (ti, d)
+                lines.append(f"    {name} = tensors[{ti}]._data.shape[{d}]")
+                tests.append(f"{name} >= 2")
+            else:
+                tests.append(f"tensors[{ti}]._data.shape[{d}] == {name}")
+        tests += [f"({d}) {op} 0" if ok else f"not (({d}) {op} 0)" for d, op, ok in relations]
+        hints = [f"{name} == {int(size)}" for name, size in
+                 {str(z): z for _, _, z in self.sym_dims}.items()]
+        ns = {"GuardFailure": GuardFailure}
+        for fname, conds in (("general", tests), ("exact", tests + hints)):
+            src = (f"def {fname}(tensors):\n" + "\n".join(lines) + "\n"
+                   f"    if not ({' and '.join(conds)}):\n        raise GuardFailure({index})\n")
+            exec(compile(src, "<tracegrad size guard>", "exec"), ns)
+        self._general, self._exact = ns["general"], ns["exact"]
+        self.symbols = list(first)
+        # until a trace at another size agreed with this one, only the traced sizes fit
+        self.verified = False
+
+    def check(self, tensors):
+        (self._general if self.verified else self._exact)(tensors)
+
+    def describe(self):
+        where = ", ".join(f"{s}: dim {d} of argument {ti}" for s, (ti, d) in zip(
+            self.symbols, [next((t, dd) for t, dd, z in self.sym_dims if str(z) == s)
+                           for s in self.symbols]))
+        rel = ", ".join(f"{d} {op} 0" if ok else f"not {d} {op} 0"
+                        for d, op, ok in self.relations)
+        return (f"dynamic sizes {where}, each >= 2" + (f", with {rel}" if rel else "")
+                + " (shapes of the same size stay equal)")
+
+
 def build(traced, label, want_grad, dump_ir=None, check=None, title=None, profile_name=None,
           backend="auto", **call):
     """A ``Variant`` for ``traced`` (from ``Tracer.finish``); ``want_grad``: grad mode was on;
@@ -133,7 +183,10 @@ def build(traced, label, want_grad, dump_ir=None, check=None, title=None, profil
     # an unnamed result is out (and its gradient d_out): a hint, the value keeps its name
     names = {val: "out" if n_res == 1 else f"out{k}"
              for k, val in enumerate(g.outputs[:n_res]) if val.name is None}
-    v.guards = traced.guards
+    v.guards = list(traced.guards)
+    if traced.sym_dims:     # a dynamic trace: its sizes are checked before the forward runs
+        v.sizes = SizeGuard(traced.sym_dims, traced.shape_env.relations, len(v.guards))
+        v.guards.append(v.sizes)
     # guard values ride along as extra outputs, so no pass drops them
     graph = Graph(g.inputs, g.nodes, list(g.outputs) + [gd.value for gd in traced.guards])
     wrt = [i for i, t in enumerate(inputs)
@@ -225,7 +278,7 @@ def _generate(v, traced, label, title):
     v.python_code = source
     v.namespace = ns
     v.kernel_ir = em.kernel_ir
-    v.workspace_bytes = sum(Workspace(*spec).nbytes() for spec in em.workspaces.values())
+    v.workspace_bytes = sum(Workspace(*spec[:2]).nbytes() for spec in em.workspaces.values())
     v.filename = filename
     v.forward = ns["forward"]
     v.backward = ns.get("backward")

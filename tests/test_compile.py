@@ -295,7 +295,8 @@ def test_retrace_on_a_new_shape_names_it():
     f(tg.ones(2, 3))
     f(tg.ones(4, 3))
     assert f.stats["compiles"] == 2
-    assert f.stats["retrace_reasons"] == ["shape of x changed: [2, 3] -> [4, 3]"]
+    assert f.stats["retrace_reasons"] == ["shape of x changed: [2, 3] -> [4, 3]; sizes changed "
+                                          "(dim 0 of x): traced with symbolic sizes from now on"]
 
 
 def test_data_dependent_branch_both_ways():

@@ -616,3 +616,126 @@ def _check_program(prog):
         assert not a.requires_grad
         _close(a, b, f"no_grad output {k}")
 
+
+
+# programs that read values from outside their arguments -----------------------------------------
+#
+# The same programs, with steps that read a global float, a config object's fields, a user
+# module's attribute and a settings module's attribute; the program is compiled from its
+# printed source (so the front end sees every read), and between calls the test changes those
+# values. A stale result (a value baked at the first trace) fails the comparison with eager.
+
+class _Gain(tg.nn.Module):
+    """A user module whose attribute a program reads (``LAYER.gain``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.gain = 1.0
+
+
+SETTINGS = [   # per setting: G_SCALE, CFG.scale, CFG.shift, LAYER.gain, SETTINGS_MOD.factor
+    (0.5, 1.0, 0.0, 1.0, 2.0),
+    (-1.5, 1.0, 0.0, 1.0, 2.0),
+    (0.5, 2.0, -1.0, 1.0, 2.0),
+    (0.5, 1.0, 0.0, -0.5, 2.0),
+    (0.5, 1.0, 0.0, 1.0, 0.25),
+]
+
+FREE = {   # name -> (source template, function of (namespace, operand), bound factor)
+    "global": ("{a} * G_SCALE", lambda ns, a: a * ns["G_SCALE"]),
+    "config": ("{a} * CFG.scale + CFG.shift",
+               lambda ns, a: a * ns["CFG"].scale + ns["CFG"].shift),
+    "module": ("{a} * LAYER.gain", lambda ns, a: a * ns["LAYER"].gain),
+    "settings": ("{a} * SETTINGS_MOD.factor", lambda ns, a: a * ns["SETTINGS_MOD"].factor),
+}
+
+
+def _namespace():
+    import types
+    mod = types.ModuleType("tracegrad_test_settings")
+    mod.factor = 2.0
+    return {"tg": tg, "G_SCALE": 0.5, "CFG": types.SimpleNamespace(scale=1.0, shift=0.0),
+            "LAYER": _Gain(), "SETTINGS_MOD": mod}
+
+
+def _apply_setting(ns, k):
+    g, scale, shift, gain, factor = SETTINGS[k]
+    ns["G_SCALE"] = g
+    ns["CFG"].scale, ns["CFG"].shift = scale, shift
+    ns["LAYER"].gain = gain
+    ns["SETTINGS_MOD"].factor = factor
+
+
+@st.composite
+def programs_reading_outside_values(draw):
+    prog = draw(programs())
+    ns = _namespace()
+    shapes = list(prog.in_shapes) + [s.shape for s in prog.steps]
+    bounds = [2.0] * len(prog.in_shapes) + [s.bound for s in prog.steps]
+    steps, outputs = list(prog.steps), list(prog.outputs)
+    for _ in range(draw(st.integers(1, 3))):
+        k = len(shapes)
+        i = draw(st.integers(0, k - 1))
+        name = draw(st.sampled_from(sorted(FREE)))
+        text, f = FREE[name]
+        steps.append(Step(k, [f"v{k} = " + text.format(a=f"v{i}")],
+                          lambda env, f=f, i=i: f(ns, env[i]), shapes[i], bounds[i] * 2 + 1))
+        shapes.append(shapes[i])
+        bounds.append(bounds[i] * 2 + 1)
+        outputs.append(k)
+    out = Program(prog.in_shapes, prog.requires_grad, steps, outputs, prog.seed,
+                  prog.n_branches)
+    order = draw(st.permutations(range(len(SETTINGS))))
+    return out, ns, [0] + [s for s in order if s] + [0]
+
+
+_SOURCES = itertools.count()
+
+
+def _compiled_from_source(prog, ns):
+    """``prog`` compiled from its printed source, executed in ``ns`` (registered with
+    linecache so the front end reads it like a file's)."""
+    import linecache
+    source = repr(prog) + "\n"
+    filename = f"<tracegrad-property-{next(_SOURCES)}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), ns)
+    return tg.compile(ns["program"])
+
+
+@settings(max_examples=MAX_EXAMPLES // 3, deadline=None, database=None,
+          derandomize=not os.environ.get("TRACEGRAD_PROPERTY_RANDOM"),
+          suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                 HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(case=programs_reading_outside_values())
+def test_random_programs_reading_globals_and_attributes_that_change(case):
+    prog, ns, order = case
+    fn = prog.function()
+    compiled = _compiled_from_source(prog, ns)
+    seen = set()
+    for call, setting in enumerate(order):
+        _apply_setting(ns, setting)
+        arrays = _values(prog, call % 2)
+        PROBE.start()
+        try:
+            want = _run(fn, arrays, prog.requires_grad)
+        finally:
+            PROBE.stop()
+        if call == 0:
+            assume(not PROBE.near_kink)
+        elif PROBE.near_kink:
+            break
+        state = (setting, call % 2, tuple(PROBE.outcomes))
+        before = dict(compiled.stats)
+        got = _run(compiled, arrays, prog.requires_grad)
+        for kind, g, w in zip(("output", "grad", "create_graph grad", "second-order grad"),
+                               got, want):
+            assert (g is None) == (w is None), f"call {call}: {kind}s exist"
+            for n, (a, b) in enumerate(zip(g or (), w or ())):
+                _close(a, b, f"call {call} (setting {setting}): {kind} {n}")
+        stats = compiled.stats
+        if state in seen:
+            assert stats["compiles"] == before["compiles"], (call, stats)
+        seen.add(state)
+        assert stats["fallbacks"] == 0, stats
+    event(f"{compiled.stats['compiles']} compile(s) over {len(order)} calls")

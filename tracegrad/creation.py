@@ -5,6 +5,7 @@ import numpy as np
 
 from . import _hooks, dtypes
 from .device import as_device, device_of, to_device, xp_for
+from .symbolic import SymInt
 from .tensor import Tensor
 
 
@@ -49,7 +50,7 @@ def initial_seed():
     return default_generator.initial_seed()
 
 
-def _finish(array, dtype, device, requires_grad, traced=True):
+def _finish(array, dtype, device, requires_grad, traced=True, shape=None, fill=None):
     dev = as_device(device)
     if dtype is not None:
         dt = dtypes.as_dtype(dtype)
@@ -61,7 +62,7 @@ def _finish(array, dtype, device, requires_grad, traced=True):
     if requires_grad:
         t.requires_grad_(True)
     if traced and _hooks.tracer is not None:     # inside tracegrad.compile: a constant
-        _hooks.tracer.created(t)
+        _hooks.tracer.created(t, shape, fill)
     return t
 
 
@@ -72,7 +73,8 @@ def _drawn(generator, draw, dist, size, dtype, device, requires_grad, **params):
     state = gen.get_state() if tracer is not None else None
     t = _finish(draw(gen.rng), dtype, device, requires_grad, traced=False)
     if tracer is not None:
-        tracer.drawn(t, gen, state, dist=dist, shape=tuple(t.shape), dtype=t.dtype, **params)
+        shape = tuple(size) if len(size) == t.ndim else tuple(t.shape)     # sizes asked for
+        tracer.drawn(t, gen, state, dist=dist, shape=shape, dtype=t.dtype, **params)
     return t
 
 
@@ -154,7 +156,7 @@ def from_numpy(ndarray):
 def _size(size):
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
-    size = tuple(int(s) for s in size)
+    size = tuple(s if type(s) is SymInt else int(s) for s in size)     # a traced size stays
     for s in size:
         if s < 0:
             raise RuntimeError(f"Trying to create tensor with negative dimension {s}: {list(size)}")
@@ -164,9 +166,10 @@ def _size(size):
 def _filled(fill, size, dtype, device, requires_grad, default=None):
     dt = dtypes.as_dtype(dtype) if dtype is not None else (default or dtypes.get_default_dtype())
     xp = xp_for(as_device(device))
-    array = xp.full(_size(size), fill, dtype=dt.np) if fill is not None else \
-        xp.empty(_size(size), dtype=dt.np)
-    return _finish(array, None, device, requires_grad)
+    size = _size(size)
+    array = xp.full(size, fill, dtype=dt.np) if fill is not None else xp.empty(size, dtype=dt.np)
+    return _finish(array, None, device, requires_grad, shape=size,
+                   fill=0 if fill is None else fill)
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False, out=None):

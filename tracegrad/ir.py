@@ -196,6 +196,14 @@ random = Primitive(
     dtype=lambda *, dtype, **_: dtype, shape=lambda *, shape, **_: tuple(shape), kind="random")
 
 
+size = Primitive(
+    "size", lambda xp, *, value, dtype: xp.asarray(value, dtype=dtype.np), args=(),
+    dtype=lambda *, value, dtype: dtype, shape=lambda **_: (), kind="source",
+    np="np.asarray({value}, dtype={dtype})")
+size.__doc__ = """A size of the call as a 0-d array (``mean``'s count when the batch is
+dynamic); ``passes.sizes`` makes one for each symbolic scalar operand."""
+
+
 def _passthrough(xp, a):
     return a
 

@@ -16,6 +16,7 @@ from .autograd.graph import _HookDict, add_hook, grad_accumulator
 
 _DTYPE_OF = {d.np: d for d in dtypes.ALL}   # NumPy dtype -> tracegrad dtype, for _make
 _gm = grad_mode._state
+_hook_state = _hooks.state
 
 
 class _Version:
@@ -101,11 +102,16 @@ class Tensor:
     # metadata -----------------------------------------------------------------
     @property
     def shape(self):
+        tracer = _hook_state.tracer
+        if tracer is not None:      # inside a trace: the IR's shape (symbolic where dynamic)
+            return Size(tracer.shape_of(self))
         return Size(self._data.shape)
 
     def size(self, dim=None):
         if dim is None:
-            return Size(self._data.shape)
+            return self.shape
+        if _hook_state.tracer is not None:
+            return self.shape[dim]
         return self._data.shape[dim]
 
     @property
@@ -116,6 +122,8 @@ class Tensor:
         return self._data.ndim
 
     def numel(self):
+        if _hook_state.tracer is not None:
+            return self.shape.numel()
         return int(self._data.size)
 
     nelement = numel

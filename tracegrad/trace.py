@@ -30,6 +30,7 @@ from . import _hooks
 from .autograd import grad_mode
 from .ir import Const, Graph, Node, Value, infer_aval
 from .ops.core import Aval, op_error, user_frame
+from .symbolic import SymInt, concrete, symbols_in
 from .tensor import Tensor
 
 _gm = grad_mode._state
@@ -60,8 +61,11 @@ def user_line():
 class Traced:
     """What a trace produced, for the passes and the runtime."""
 
-    def __init__(self, graph, arg_tensors, captured, guards, mutations, out_tree):
+    def __init__(self, graph, arg_tensors, captured, guards, mutations, out_tree, shape_env=None,
+                 sym_dims=()):
         self.graph = graph                # inputs: args then captured; outputs: results, writes
+        self.shape_env = shape_env        # symbolic.ShapeEnv of a dynamic trace, else None
+        self.sym_dims = list(sym_dims)    # [(argument index, dim, SymInt)]: where sizes come from
         self.arg_tensors = arg_tensors    # the argument tensors, in input order
         self.captured = captured          # the captured tensors, in input order
         self.guards = guards              # [Guard]
@@ -78,8 +82,10 @@ class Tracer:
     rules eager uses build the backward graph.
     """
 
-    def __init__(self, symbolic=False, name_captured=None):
+    def __init__(self, symbolic=False, name_captured=None, shape_env=None):
         self.symbolic = symbolic
+        self.shape_env = shape_env      # dynamic sizes (symbolic.ShapeEnv), or None
+        self.sym_dims = []              # [(argument index, dim, SymInt)]
         self.name_captured = name_captured     # tensor -> the name of where it was found
         self.site = None        # when set, the site of every node added (autodiff: the forward's)
         self.nodes = []
@@ -93,6 +99,7 @@ class Tracer:
         self.rngs = {}          # id(generator) -> (generator, state before the trace)
         self.external = set()   # ids of argument and captured tensors
         self.names = {}         # value -> the user's variable it was assigned to
+        self.impure = []        # transform.ImpureCall: the impure calls made, in order
 
     # values -----------------------------------------------------------------------------
     def add(self, op, inputs, params, name=None):
@@ -106,8 +113,16 @@ class Tracer:
         self.env[id(t)] = entry = [t, v, t._vc.value]
         self.by_data[id(t._data)] = entry
 
-    def argument(self, t, name):
-        v = Value(Aval(t.shape, t.dtype), name)
+    def argument(self, t, name, dynamic=()):
+        """The graph input for argument tensor ``t``; the dims in ``dynamic`` get symbolic
+        sizes (those of size 0 or 1 stay static, as PyTorch's)."""
+        shape = t._data.shape
+        if dynamic and self.shape_env is not None:
+            shape = tuple(self.shape_env.new_symbol(n) if i in dynamic and n >= 2 else n
+                          for i, n in enumerate(shape))
+            self.sym_dims += [(len(self.arg_inputs), i, n) for i, n in enumerate(shape)
+                              if type(n) is SymInt]
+        v = Value(Aval(shape, t.dtype), name)
         self.arg_inputs.append(v)
         self.arg_tensors.append(t)
         self.external.add(id(t))
@@ -120,6 +135,13 @@ class Tracer:
         t = Tensor._make(np.broadcast_to(zero, v.aval.shape))
         self.bind_value(t, v)
         return t
+
+    def shape_of(self, t):
+        """``t``'s shape as the trace knows it: symbolic in the dynamic dims."""
+        entry = self.env.get(id(t))
+        if entry is not None and entry[0] is t:
+            return entry[1].aval.shape
+        return t._data.shape
 
     def value_of(self, t):
         entry = self.env.get(id(t))
@@ -156,7 +178,10 @@ class Tracer:
         ins = [self.value_of(a) if isinstance(a, Tensor) else a for a in args]
         if self.symbolic:
             return self.placeholder(self.add(prim.name, ins, params))
-        out = inner(prim, args, params)
+        if self.shape_env is not None:      # NumPy computes with the sizes of this call
+            out = inner(prim, concrete(args), concrete(params))
+        else:
+            out = inner(prim, args, params)
         v = self.add(prim.name, ins, params)
         if not _gm.grad_enabled and any(isinstance(a, Tensor) and a._requires_grad for a in args):
             v = self.add("stop_gradient", [v], {})
@@ -197,7 +222,13 @@ class Tracer:
             self.undo[id(t)] = (t, t._data.copy(), t._vc.value)
 
     # tensors made without a primitive --------------------------------------------------------
-    def created(self, t):
+    def created(self, t, shape=None, fill=None):
+        """A tensor made by a creation function; ``shape``, ``fill``: what ``zeros``/``full``
+        were asked for (a symbolic shape becomes a broadcast fill, not a constant)."""
+        if fill is not None and shape is not None and symbols_in(shape):
+            c = self.add("constant", [], {"value": Const(np.array(fill, t._data.dtype))})
+            self.bind_value(t, self.add("broadcast_to", [c], {"shape": tuple(shape)}))
+            return
         self.bind_value(t, self.add("constant", [], {"value": Const(t._data.copy())}))
 
     def drawn(self, t, generator, state_before, **params):
@@ -253,7 +284,8 @@ class Tracer:
 
     def run(self, fn, args, kwargs):
         """Call ``fn`` with the tracer active; return its result (real tensors)."""
-        with self.active():
+        with self.active(), (self.shape_env.active() if self.shape_env is not None
+                             else contextlib.nullcontext()):
             return fn(*args, **kwargs)
 
     def restore(self):
@@ -290,7 +322,7 @@ class Tracer:
         guards = [Guard(fix(g.value), g.kind, g.expected, g.site) for g in self.guards]
         graph = Graph(inputs, nodes, [fix(v) for v in outputs])
         return Traced(graph, list(self.arg_tensors), [t for t, _ in self.captured], guards,
-                      mutations, (tree, n_results))
+                      mutations, (tree, n_results), self.shape_env, self.sym_dims)
 
 
 class OutputRef:

@@ -16,10 +16,25 @@ Before::                              After::
         return h.sum()                        __tracegrad__.name(h, 'h')
                                               return h.sum()
 
+Calls whose result changes from call to call (``random.randint(4, 6)``, ``time.time()``,
+``os.environ["X"]``: the modules in ``IMPURE``) are routed through the helper too::
+
+    for i in range(random.randint(4, 6)):   for i in range(__tracegrad__.impure(0, random.randint)(4, 6)):
+
+While a trace runs, the helper makes the call and records it (site, arguments, result) on
+the tracer; the runtime draws the same calls again before it reuses a variant (see
+``runtime/guards.py``). ``reads`` finds, in the same source, where each free name is first
+read and the attribute chains (``cfg.scale``, ``self.cfg.p``, ``HP["lr"]``) the runtime
+guards.
+
 Functions without retrievable source (REPL lambdas, builtins, C functions)
 are traced as they are: ``instrument`` returns None.
 """
+import functools
+import importlib
 import inspect
+import os
+import sys
 import textwrap
 import types
 
@@ -32,7 +47,30 @@ HELPER = "__tracegrad__"
 
 
 class _Helper:
-    """What the rewritten function calls (reached through a closure cell)."""
+    """What the rewritten function calls (reached through a closure cell); ``sites``: its
+    impure call sites (``ImpureSite``), by index."""
+
+    def __init__(self, sites):
+        self.sites = sites
+
+    def impure(self, index, fn):
+        """``fn``, which records each call on the active tracer (a plain call otherwise)."""
+        tracer = _hooks.tracer
+        calls = getattr(tracer, "impure", None) if tracer is not None else None
+        if calls is None:
+            return fn
+        site = self.sites[index]
+
+        def recorded(*args, **kwargs):
+            before = _shallow(args, kwargs)
+            result = fn(*args, **kwargs)
+            try:
+                mutated = bool(before != _shallow(args, kwargs))
+            except Exception:       # noqa: BLE001 - an argument that cannot be compared
+                mutated = True
+            calls.append(ImpureCall(site, args, kwargs, result, mutated))
+            return result
+        return recorded
 
     @staticmethod
     def name(value, name):
@@ -43,6 +81,68 @@ class _Helper:
             v = tracer.env.get(id(t))
             if v is not None and v[1].name is None:     # the first assignment names it
                 tracer.names.setdefault(v[1], n)
+
+
+def _shallow(args, kwargs):
+    """Top-level copies of the containers among the arguments: a call that changes one in
+    place (``random.shuffle(xs)``) is told apart by comparing before and after."""
+    def copy(a):
+        return list(a) if type(a) is list else dict(a) if type(a) is dict else a
+    return [copy(a) for a in args], {k: copy(a) for k, a in kwargs.items()}
+
+
+# modules whose functions give a new result each call (``os``: only these attributes)
+IMPURE = {"random": None, "time": None, "secrets": None, "uuid": None,
+          "os": {"environ", "getenv", "urandom", "getpid"}, "numpy.random": None}
+
+
+def impure_name(chain):
+    """The dotted name when ``chain`` (loaded names and their objects) reaches into an impure
+    module, or a function defined in one; else None."""
+    names = [n for n, _ in chain]
+    for i, (_, obj) in enumerate(chain):
+        module = obj.__name__ if isinstance(obj, types.ModuleType) else None
+        if module in IMPURE:
+            attrs = IMPURE[module]
+            nxt = names[i + 1] if i + 1 < len(names) else None
+            if nxt is not None and (attrs is None or nxt in attrs):
+                return ".".join(names[:i + 2])
+        elif i == len(chain) - 1 and callable(obj) and not isinstance(obj, type) \
+                and getattr(obj, "__module__", None) in IMPURE and IMPURE[obj.__module__] \
+                is None:
+            return f"{obj.__module__}.{names[i]}"      # from random import randint
+    return None
+
+
+class ImpureSite:
+    """One impure call in the source: ``name`` (``random.randint``), ``where`` (file:line),
+    and ``resolve()``, which evaluates the called expression again (``random.randint``
+    as the function's globals hold it now, a monkeypatched ``time.time`` included)."""
+    __slots__ = ("name", "where", "resolve")
+
+    def __init__(self, name, where, resolve):
+        self.name, self.where, self.resolve = name, where, resolve
+
+    def __str__(self):
+        return f"{self.name} at {self.where}"
+
+
+class ImpureCall:
+    """A call the trace made at ``site``: its arguments, its result, and whether it changed
+    an argument in place. The runtime adds ``key`` and ``frozen`` (see guards.py)."""
+    __slots__ = ("site", "args", "kwargs", "result", "mutated", "key", "frozen")
+
+    def __init__(self, site, args, kwargs, result, mutated):
+        self.site, self.args, self.kwargs, self.result = site, args, kwargs, result
+        self.mutated, self.key, self.frozen = mutated, None, None
+
+    def call_text(self):
+        args = [repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs.items()]
+        return f"{self.site.name}({', '.join(args)})"
+
+    def describe(self):
+        return (f"{self.call_text()} at {self.site.where} returned {self.result!r} when traced "
+                "(called again before each reuse)")
 
 
 def _named(value, name):
@@ -106,8 +206,8 @@ def _target_names(t):
     return []
 
 
-def instrument(fn):
-    """``fn`` rewritten as the module docstring says, or None when it has no source."""
+def _parse(fn):
+    """(function definition, file name, line offset) of ``fn``'s source, or None."""
     if not isinstance(fn, types.FunctionType) or fn.__name__ == "<lambda>":
         return None
     try:
@@ -119,10 +219,231 @@ def instrument(fn):
     fdef = tree.body[0] if tree.body else None
     if not isinstance(fdef, gast.FunctionDef) or fdef.name != fn.__name__:
         return None
+    return fdef, filename, fn.__code__.co_firstlineno - 1
+
+
+class _Names:
+    """What the names in one function's source stand for: its parameters, the names it
+    assigns (anywhere, nested scopes included), those its nested functions and lambdas take
+    as parameters, and what its ``import`` statements bind (name -> (module, attribute))."""
+
+    def __init__(self, fn, fdef):
+        self.fn = fn
+        self.params = _arg_names(fdef.args)
+        self.stored, self.inner, self.imports = set(), set(), {}
+        for node in gast.walk(fdef):
+            if isinstance(node, gast.Name) and isinstance(node.ctx, (gast.Store, gast.Del)):
+                self.stored.add(node.id)
+            elif isinstance(node, (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda)) \
+                    and node is not fdef:
+                self.inner |= _arg_names(node.args)
+                if not isinstance(node, gast.Lambda):
+                    self.stored.add(node.name)
+            elif isinstance(node, gast.Import):
+                for a in node.names:
+                    local = a.asname or a.name.partition(".")[0]
+                    self.imports[local] = (a.name if a.asname else local, None)
+            elif isinstance(node, gast.ImportFrom) and node.module and not node.level:
+                for a in node.names:
+                    self.imports[a.asname or a.name] = (node.module, a.name)
+        self.cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+
+    def kind(self, name):
+        """How a root name is read again: "param", "closure", "global", "import", or None
+        (a local variable, or a parameter the function assigns)."""
+        if name in self.inner:
+            return None
+        if name in self.imports:
+            return "import"
+        if name in self.stored:
+            return None
+        if name in self.params:
+            return "param"
+        if name in self.cells:
+            return "closure"
+        return "global"
+
+    def getter(self, name):
+        """A function that reads the root ``name`` again (None for a parameter or local)."""
+        kind = self.kind(name)
+        if kind == "import":
+            module, attr = self.imports[name]
+            if attr is None:
+                return lambda: _module(module)
+            return lambda: getattr(_module(module), attr)
+        if kind == "closure":
+            cell = self.cells[name]
+            return lambda: cell.cell_contents
+        if kind == "global":
+            scope = self.fn.__globals__
+            builtins = scope.get("__builtins__", {})
+            builtins = getattr(builtins, "__dict__", builtins)
+            return lambda: scope[name] if name in scope else builtins[name]
+        return None
+
+
+def _arg_names(args):
+    every = args.posonlyargs + args.args + args.kwonlyargs + [
+        a for a in (args.vararg, args.kwarg) if a is not None]
+    return {a.id for a in every if isinstance(a, gast.Name)}
+
+
+_SAFE_IMPORTS = {m.partition(".")[0] for m in IMPURE}
+
+
+def _module(name):
+    module = sys.modules.get(name)
+    if module is None and name.partition(".")[0] in _SAFE_IMPORTS:
+        module = importlib.import_module(name)
+    return module
+
+
+def _chain(node):
+    """``(root Name node, steps)`` for ``a.b["k"].c`` (steps ``("attr", "b")``,
+    ``("item", "k")``, ...), or None when the expression is not such a chain."""
+    steps = []
+    while True:
+        if isinstance(node, gast.Attribute):
+            steps.append(("attr", node.attr))
+        elif isinstance(node, gast.Subscript) and isinstance(node.slice, gast.Constant) \
+                and type(node.slice.value) in (str, int):
+            steps.append(("item", node.slice.value))
+        else:
+            break
+        node = node.value
+    if not isinstance(node, gast.Name) or not steps:
+        return None
+    return node, tuple(reversed(steps))
+
+
+class _ImpureRewriter(gast.NodeTransformer):
+    """Route each impure call through ``__tracegrad__.impure(index, f)``; ``sites``
+    collects an ``ImpureSite`` per rewritten call."""
+
+    def __init__(self, names, filename, offset):
+        self.names, self.filename, self.offset, self.sites = names, filename, offset, []
+
+    def _site(self, func, extra=()):
+        """The site when ``func`` (an expression) names an impure function, else None."""
+        c = _chain(func) if isinstance(func, gast.Attribute) else (
+            (func, ()) if isinstance(func, gast.Name) else None)
+        if c is None or any(kind != "attr" for kind, _ in c[1]):
+            return None
+        root, steps = c
+        get = self.names.getter(root.id)
+        if get is None:
+            return None
+        try:
+            obj = get()
+        except Exception:       # noqa: BLE001 - not bound yet: not a module we know
+            return None
+        chain = [(root.id, obj)]
+        for _, attr in steps:
+            owner = chain[-1][1]
+            chain.append((attr, getattr(owner, attr, None)
+                          if isinstance(owner, types.ModuleType) else None))
+        name = impure_name(chain)
+        if name is None:
+            return None
+        attrs = [a for _, a in steps] + list(extra)
+
+        def resolve(get=get, attrs=tuple(attrs)):
+            obj = get()
+            for a in attrs:
+                obj = getattr(obj, a)
+            return obj
+        where = f"{os.path.basename(self.filename)}:{root.lineno + self.offset}"
+        self.sites.append(ImpureSite(name, where, resolve))
+        return len(self.sites) - 1
+
+    def _wrap(self, index, func, node):
+        call = gast.Call(func=gast.Attribute(value=_load(HELPER), attr="impure", ctx=gast.Load()),
+                         args=[gast.Constant(value=index, kind=None), func], keywords=[])
+        gast.copy_location(call, node)
+        gast.copy_location(call.func, node)
+        return call
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        index = self._site(node.func)
+        if index is not None:
+            node.func = self._wrap(index, node.func, node)
+        return node
+
+    def visit_Subscript(self, node):       # os.environ["HOME"]
+        self.generic_visit(node)
+        if not isinstance(node.ctx, gast.Load):
+            return node
+        index = self._site(node.value, extra=("__getitem__",))
+        if index is None:
+            return node
+        getitem = gast.Attribute(value=node.value, attr="__getitem__", ctx=gast.Load())
+        gast.copy_location(getitem, node)
+        call = gast.Call(func=self._wrap(index, getitem, node), args=[node.slice], keywords=[])
+        return gast.copy_location(call, node)
+
+
+@functools.lru_cache(maxsize=256)
+def source_names(fn):
+    """``_Names`` of ``fn``'s source, or None without source."""
+    parsed = _parse(fn)
+    return _Names(fn, parsed[0]) if parsed is not None else None
+
+
+@functools.lru_cache(maxsize=256)
+def reads(fn):
+    """What ``fn``'s source reads from outside: ``(first, chains)``. ``first`` maps each name
+    it loads to the ``file:line`` of its first read; ``chains`` lists ``(root, kind, steps,
+    where)`` for every longest attribute chain in it (``cfg.scale``: root ``cfg``, steps
+    ``(("attr", "scale"),)``), ``kind`` as ``_Names.kind`` says. None without source."""
+    parsed = _parse(fn)
+    if parsed is None:
+        return None
+    fdef, filename, offset = parsed
+    names = _Names(fn, fdef)
+    base = os.path.basename(filename)
+    first, chains = {}, []
+
+    def at(node):
+        return f"{base}:{node.lineno + offset}"
+
+    def name_read(node):
+        if node.id not in first or int(first[node.id].rpartition(":")[2]) > node.lineno + offset:
+            first[node.id] = at(node)
+
+    def visit(node):
+        if isinstance(node, (gast.Attribute, gast.Subscript)) and isinstance(node.ctx, gast.Load):
+            c = _chain(node)
+            if c is not None:
+                root, steps = c
+                name_read(root)
+                kind = names.kind(root.id)
+                if kind is not None:
+                    chains.append((root.id, kind, steps, at(root)))
+                return
+        if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load):
+            name_read(node)
+        for child in gast.iter_child_nodes(node):
+            visit(child)
+    for stmt in fdef.body:
+        visit(stmt)
+    return first, chains
+
+
+@functools.lru_cache(maxsize=256)
+def instrument(fn):
+    """``fn`` rewritten as the module docstring says, or None when it has no source. The
+    result's ``__tracegrad_sites__`` lists its impure call sites (``ImpureSite``)."""
+    parsed = _parse(fn)
+    if parsed is None:
+        return None
+    fdef, filename, offset = parsed
     fdef.decorator_list = []
     namer = _Namer()
     namer._top = fdef
     namer.visit(fdef)
+    rewriter = _ImpureRewriter(_Names(fn, fdef), filename, offset)
+    rewriter.visit(fdef)
     free = list(fn.__code__.co_freevars)
     factory = gast.FunctionDef(
         name="__tracegrad_factory__",
@@ -136,7 +457,7 @@ def instrument(fn):
     pyast = gast.gast_to_ast(module)
     import ast
     ast.fix_missing_locations(pyast)
-    ast.increment_lineno(pyast, fn.__code__.co_firstlineno - 1)
+    ast.increment_lineno(pyast, offset)
     try:
         code = compile(pyast, filename, "exec")
     except SyntaxError:
@@ -147,11 +468,12 @@ def instrument(fn):
     if inner is None:
         return None
     cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
-    cells[HELPER] = types.CellType(_Helper)
+    cells[HELPER] = types.CellType(_Helper(rewriter.sites))
     if any(n not in cells for n in inner.co_freevars):
         return None
     new = types.FunctionType(inner, fn.__globals__, fn.__name__, fn.__defaults__,
                              tuple(cells[n] for n in inner.co_freevars))
     new.__kwdefaults__ = fn.__kwdefaults__
     new.__qualname__ = fn.__qualname__
+    new.__tracegrad_sites__ = rewriter.sites
     return new

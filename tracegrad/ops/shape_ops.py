@@ -8,11 +8,12 @@ import math
 from .core import Primitive, _xp, bind, op_error
 from .declare import method
 from .rules import norm_dim, promote
+from ..symbolic import SymInt, concrete
 
 
 def infer_shape(shape, numel):
     """Resolve one -1 in ``shape`` (PyTorch's wording for impossible shapes)."""
-    shape = tuple(int(s) for s in shape)
+    shape = tuple(s if type(s) is SymInt else int(s) for s in shape)   # a traced size stays
     if shape.count(-1) > 1:
         raise RuntimeError("only one dimension can be inferred")
     known = math.prod(s for s in shape if s != -1)
@@ -114,7 +115,7 @@ cat_p = Primitive(
 def _shape_arg(shape):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         return tuple(shape[0])
-    return tuple(int(s) for s in shape)
+    return tuple(s if type(s) is SymInt else int(s) for s in shape)
 
 
 @method
@@ -131,7 +132,7 @@ def view(input, *shape):
         from .elementwise import convert
         return convert(input, dtype=shape[0])
     target = infer_shape(_shape_arg(shape), input.numel())
-    if target != input.shape and not _viewable(input._data, target):
+    if target != input.shape and not _viewable(input._data, concrete(target)):
         raise op_error("view", "view size is not compatible with input tensor's size and stride "
                                "(at least one dimension spans across two contiguous subspaces). "
                                "Use .reshape(...) instead.")

@@ -17,6 +17,7 @@ from .fuse import fuse
 from .memplan import memplan
 from .partition import partition
 from .simplify import simplify
+from .sizes import sizes
 
 
 def optimize(graph, dump=None, check=None):
@@ -38,7 +39,8 @@ def schedule(graph, name, dump=None, check=None):
     check = VERIFY if check is None else check
     if os.environ.get("TRACEGRAD_FUSE", "1") == "0":
         return graph
-    for stage, run in (("fuse", fuse),             # elementwise chains and reductions as groups
+    for stage, run in (("sizes", sizes),           # symbolic scalars as 0-d values
+                       ("fuse", fuse),             # elementwise chains and reductions as groups
                        ("memplan", memplan)):      # where group outputs live; buffer reuse
         graph = run(graph)
         if check:

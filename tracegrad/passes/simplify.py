@@ -38,6 +38,7 @@ import math
 import numpy as np
 
 from ..ir import Const, Graph, Node, Value, infer_aval
+from ..symbolic import symbols_in
 from ..ops.rules import broadcast
 from .rewrite import resolve, substitute
 
@@ -347,7 +348,9 @@ def _unbroadcast(n, defs):
 
 def _fold(n, defs):
     """A constant node for ``n`` when all its inputs are small constants."""
-    if n.op in ("constant", "random") or n.out.aval.dtype is None:
+    if n.op in ("constant", "random", "size") or n.out.aval.dtype is None:
+        return None
+    if symbols_in(n.inputs) or symbols_in(n.params):    # it depends on the call's sizes
         return None
     arrays = []
     for v in n.inputs:

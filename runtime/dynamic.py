@@ -1,0 +1,213 @@
+"""Which dims a compiled function traces with symbolic sizes, and when to trust such a trace.
+
+``dynamic=None`` (the default) is PyTorch's automatic dynamic: a call whose tensors differ
+from an earlier variant's only in some sizes makes those dims dynamic, and the retrace
+gives a variant for every size (``DynamicDims.grow``). ``dynamic=True`` makes every dim
+dynamic from the first call, ``dynamic=False`` none; ``mark_dynamic``/``mark_static`` on a
+tensor override both for its dims. Sizes 0 and 1 are always specialised.
+
+A dynamic trace is trusted for other sizes only once a trace at a second size agrees
+with it (``DynamicDims.check_generic``): the graph evaluated at the other trace's sizes
+must be that trace's graph, op for op, shape for shape, constant for constant. This
+catches what symbolic sizes cannot see (a size turned into a plain number by ``int()``,
+``range()`` or NumPy and baked into the graph). Under automatic dynamic the earlier
+static variant is the second size; otherwise the variant serves only its own sizes until
+a call of another size has been traced and compared. A disagreement, or a size the trace
+needed as a constant (``symbolic.Specialize``), makes those dims static for good.
+"""
+import numpy as np
+
+from tracegrad.ir import Const, Value
+from tracegrad.symbolic import MARKS, Specialize, SymInt, base_symbols
+
+
+class DynamicDims:
+    """The dynamic dims of one compiled function (see the module docstring)."""
+
+    def __init__(self, mode):
+        self.mode = mode            # None (automatic), True, False
+        self.dyn = {}               # argument tensor index -> dims made dynamic
+        self.static = set()         # (tensor index, dim): specialised for good
+
+    def dims(self, tensors):
+        """``{tensor index: dims}`` traced symbolic for a call on ``tensors``."""
+        out = {}
+        for ti, t in enumerate(tensors):
+            dims = set(self.dyn.get(ti, ()))
+            if self.mode is True:
+                dims.update(range(t.ndim))
+            elif self.mode is False:
+                dims.clear()
+            marks = MARKS.get(t) if MARKS else None
+            if marks:
+                dims |= {d for d, m in marks.items() if m == "dynamic"}
+                dims -= {d for d, m in marks.items() if m == "static"}
+            if dims:
+                shape = t._data.shape
+                dims = {d for d in dims if d < len(shape) and shape[d] >= 2
+                        and (ti, d) not in self.static}
+            if dims:
+                out[ti] = frozenset(dims)
+        return out
+
+    def key(self, sig, tensors):
+        """The call signature ``sig`` with the dynamic dims' sizes left out (None)."""
+        dims = self.dims(tensors)
+        if not dims:
+            return sig
+        out, ti = [], 0
+        for e in sig:
+            if type(e) is tuple and e and e[0] == "T":
+                d = dims.get(ti)
+                if d:
+                    e = ("T", tuple(None if i in d else n for i, n in enumerate(e[1]))) + e[2:]
+                ti += 1
+            out.append(e)
+        return out
+
+    def grow(self, raw, key, variants, paths):
+        """Automatic dynamic: the dims whose size alone differs from the latest variant of the
+        same mode are made dynamic; returns the reason in words, or None."""
+        prior = next((v for v in reversed(variants) if v.signature[1:] == key[1:]
+                      and getattr(v, "raw_sig", None) is not None), None)
+        if prior is None:
+            return None
+        changes = _size_changes(prior.raw_sig, raw) - self.static
+        changes = {(ti, d) for ti, d in changes if d not in self.dyn.get(ti, ())}
+        if not changes:
+            return None
+        for ti, d in sorted(changes):
+            self.dyn.setdefault(ti, set()).add(d)
+        where = ", ".join(f"dim {d} of {paths[ti] if ti < len(paths) else f'tensor {ti}'}"
+                          for ti, d in sorted(changes))
+        return f"sizes changed ({where}): traced with symbolic sizes from now on"
+
+    def specialize(self, exc, sym_dims, paths):
+        """Make the dims behind ``exc.symbols`` static for good; the reason in words."""
+        dims = sorted({(ti, d) for ti, d, size in sym_dims
+                       if base_symbols(size.poly) & exc.symbols})
+        for ti, d in dims:
+            self.static.add((ti, d))
+            if ti in self.dyn:
+                self.dyn[ti].discard(d)
+        where = ", ".join(f"dim {d} of {paths[ti] if ti < len(paths) else f'tensor {ti}'}"
+                          for ti, d in dims) or "no dim"
+        return f"{where} specialised: {exc.why}"
+
+    def check_generic(self, traced, key, variants):
+        """Compare the dynamic ``traced`` with a trace at another size. Returns the variant
+        this trace confirms (to be reused as it is), or None; raises ``Specialize`` when
+        the two disagree. A trace with nothing to compare with stays unverified
+        (``traced.verified`` False): its variant serves only its own sizes for now."""
+        symbols = {str(size) for _, _, size in traced.sym_dims}
+        here = {str(size): int(size) for _, _, size in traced.sym_dims}
+        for v in reversed(variants):
+            if v.signature[1:] != key[1:] or getattr(v, "raw_sig", None) is None:
+                continue
+            if v.signature == key and v.sizes is not None and not v.sizes.verified:
+                why = equivalent(v.traced_graph, here, traced.graph, None)
+                if why:
+                    raise Specialize(symbols, f"a trace at another size differs ({why})")
+                v.sizes.verified = True
+                return v
+            if v.sizes is None:
+                seen = _sizes_at(v.raw_sig, traced.sym_dims)
+                if seen is None:
+                    continue
+                why = equivalent(traced.graph, seen, v.traced_graph, None)
+                if why:
+                    raise Specialize(symbols, f"a trace at another size differs ({why})")
+                traced.verified = True
+                return None
+        traced.verified = False
+        return None
+
+
+def _size_changes(old, new):
+    """``{(tensor index, dim)}`` where two signatures differ only in sizes (>= 2 in both),
+    or the empty set when they differ otherwise."""
+    if len(old) != len(new):
+        return set()
+    out, ti = set(), 0
+    for a, b in zip(old, new):
+        if type(b) is tuple and b and b[0] == "T":
+            if not (type(a) is tuple and a and a[0] == "T") or a[2:] != b[2:] \
+                    or len(a[1]) != len(b[1]):
+                return set()
+            for d, (m, n) in enumerate(zip(a[1], b[1])):
+                if m != n:
+                    if m is None or m < 2 or n < 2:
+                        return set()
+                    out.add((ti, d))
+            ti += 1
+        elif a != b:
+            return set()
+    return out
+
+
+def _sizes_at(raw, sym_dims):
+    """The symbols' values in the call ``raw`` describes, or None when its dims of one symbol
+    differ (the traces are not comparable)."""
+    shapes = [e[1] for e in raw if type(e) is tuple and e and e[0] == "T"]
+    values = {}
+    for ti, d, size in sym_dims:
+        if ti >= len(shapes) or d >= len(shapes[ti]) or shapes[ti][d] is None:
+            return None
+        n = shapes[ti][d]
+        if values.setdefault(str(size), n) != n:
+            return None
+    return values
+
+
+def equivalent(ga, va, gb, vb):
+    """Why graph ``ga`` with its sizes at ``va`` (symbol -> int) is not graph ``gb`` with
+    its sizes at ``vb`` (None: their hints), or None when they are the same computation."""
+    def at(x, values):
+        if type(x) is SymInt:
+            return int(x) if values is None else x.poly.evaluate(values)
+        if type(x) in (tuple, list):
+            return tuple(at(y, values) for y in x)
+        if type(x) is dict:
+            return {k: at(y, values) for k, y in x.items()}
+        return x
+
+    if len(ga.nodes) != len(gb.nodes) or len(ga.inputs) != len(gb.inputs) \
+            or len(ga.outputs) != len(gb.outputs):
+        return "a different number of ops"
+    pos_a = {v: i for i, v in enumerate(list(ga.inputs) + [n.out for n in ga.nodes])}
+    pos_b = {v: i for i, v in enumerate(list(gb.inputs) + [n.out for n in gb.nodes])}
+
+    def same_value(x, y):
+        if type(x) is Value or type(y) is Value:
+            return type(x) is type(y) and pos_a.get(x) == pos_b.get(y)
+        return _same(at(x, va), at(y, vb))
+
+    for v, w in zip(ga.inputs, gb.inputs):
+        if at(v.aval.shape, va) != at(w.aval.shape, vb) or v.aval.dtype is not w.aval.dtype:
+            return "an input of another shape"
+    for n, m in zip(ga.nodes, gb.nodes):
+        site = f" at {n.site}" if n.site else ""
+        if n.op != m.op or len(n.inputs) != len(m.inputs) or set(n.params) != set(m.params):
+            return f"{n.op} against {m.op}{site}"
+        if not all(same_value(x, y) for x, y in zip(n.inputs, m.inputs)):
+            return f"the operands of {n.op}{site}"
+        if not all(_same(at(n.params[k], va), at(m.params[k], vb)) for k in n.params):
+            return f"the parameters of {n.op}{site}"
+        if at(n.out.aval.shape, va) != at(m.out.aval.shape, vb):
+            return f"the shape of {n.op}{site}"
+    if not all(same_value(x, y) for x, y in zip(ga.outputs, gb.outputs)):
+        return "the outputs"
+    return None
+
+
+def _same(x, y):
+    if isinstance(x, Const) or isinstance(y, Const):
+        return isinstance(x, Const) and isinstance(y, Const) and x == y
+    if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+        return np.array_equal(x, y)
+    if type(x) in (tuple, list) and type(y) in (tuple, list):
+        return len(x) == len(y) and all(_same(a, b) for a, b in zip(x, y))
+    try:
+        return bool(x == y) and type(x) is type(y) or x is y
+    except Exception:        # noqa: BLE001 - objects that do not compare: by identity
+        return x is y
