@@ -735,3 +735,6 @@ DTYPE_ERRORS = [
     ("sub(int,bool)", lambda lib: _ints(lib) - _bools(lib)),
     ("neg(bool)", lambda lib: -_bools(lib)),
 ]
+
+import op_table_conv  # noqa: E402,F401 - convolution, padding and unfold/fold entries
+import op_table_pool  # noqa: E402,F401 - pooling, interpolation and pixel shuffle entries

@@ -19,9 +19,20 @@ from ..ops import (
     where,
 )
 from ..ops.core import op_error
+from .functional_conv import (  # noqa: F401 - F.conv2d, F.pad, F.unfold, ...
+    conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d, fold, pad,
+    unfold,
+)
 from .functional_loss import (  # noqa: F401 - the losses are F.mse_loss and so on, as PyTorch's
     _reduction, binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy,
     huber_loss, kl_div, l1_loss, mse_loss, nll_loss, smooth_l1_loss,
+)
+from .functional_pool import (  # noqa: F401 - pooling, interpolation and the per-sample norms
+    adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d, adaptive_max_pool1d,
+    adaptive_max_pool2d, adaptive_max_pool3d, avg_pool1d, avg_pool2d, avg_pool3d, group_norm,
+    instance_norm, interpolate, local_response_norm, max_pool1d, max_pool1d_with_indices,
+    max_pool2d, max_pool2d_with_indices, max_pool3d, max_pool3d_with_indices, pixel_shuffle,
+    pixel_unshuffle, upsample, upsample_bilinear, upsample_nearest,
 )
 
 # activations ------------------------------------------------------------------------------

@@ -7,6 +7,8 @@ makes the running stats a cumulative average over ``num_batches_tracked``
 batches. In eval mode the running stats normalise; with
 ``track_running_stats=False`` there are none, and both modes use the batch's.
 """
+import warnings
+
 from .. import creation, dtypes
 from . import functional as F, init
 from .module import Module
@@ -133,3 +135,113 @@ class LayerNorm(Module):
     def extra_repr(self):
         return (f"{self.normalized_shape}, eps={self.eps}, "
                 f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
+
+
+# 3-d batch norm, group norm, instance norm, local response norm ---------------------------
+
+class BatchNorm3d(_BatchNorm):
+    """Over ``(N, C, D, H, W)`` input, statistics per channel C."""
+
+    def _check_input_dim(self, input):
+        if input.dim() != 5:
+            raise ValueError(f"expected 5D input (got {input.dim()}D input)")
+
+
+class GroupNorm(Module):
+    """Normalises each sample over groups of channels, then scales and shifts per channel."""
+
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None,
+                 dtype=None, *, bias=True):
+        super().__init__()
+        if num_channels % num_groups != 0:
+            raise ValueError(f"num_channels ({num_channels}) must be divisible by num_groups "
+                             f"({num_groups})")
+        self.num_groups = num_groups
+        self.num_channels = num_channels
+        self.eps = eps
+        self.affine = affine
+        factory = {"device": device, "dtype": dtype}
+        if affine:
+            self.weight = Parameter(creation.ones(num_channels, **factory))
+            if bias:
+                self.bias = Parameter(creation.zeros(num_channels, **factory))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def reset_parameters(self):
+        if self.affine:
+            init.ones_(self.weight)
+            if self.bias is not None:
+                init.zeros_(self.bias)
+
+    def forward(self, input):
+        return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+                f"bias={self.bias is not None}")
+
+
+class _InstanceNorm(_BatchNorm):
+    """Per-sample, per-channel statistics; running stats (``track_running_stats``) average
+    them over the batch, and eval mode uses them then, as PyTorch's InstanceNorm does."""
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False,
+                 track_running_stats=False, device=None, dtype=None, *, bias=True):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype,
+                         bias=bias)
+
+    def _check_input_dim(self, input):
+        if input.dim() not in (self._no_batch_dim, self._no_batch_dim + 1):
+            raise ValueError(f"expected {self._no_batch_dim}D or {self._no_batch_dim + 1}D input "
+                             f"(got {input.dim()}D input)")
+
+    def forward(self, input):
+        self._check_input_dim(input)
+        feature_dim = input.dim() - self._no_batch_dim
+        if input.shape[feature_dim] != self.num_features:
+            if self.affine:
+                raise ValueError(f"expected input's size at dim={feature_dim} to match "
+                                 f"num_features ({self.num_features}), but got: "
+                                 f"{input.shape[feature_dim]}.")
+            warnings.warn(f"input's size at dim={feature_dim} does not match num_features. You "
+                          f"can silence this warning by not passing in num_features, which is "
+                          f"not used because affine=False")
+        if input.dim() == self._no_batch_dim:
+            return self._instance_norm(input.unsqueeze(0)).squeeze(0)
+        return self._instance_norm(input)
+
+    def _instance_norm(self, input):
+        return F.instance_norm(input, self.running_mean, self.running_var, self.weight,
+                               self.bias, self.training or not self.track_running_stats,
+                               self.momentum if self.momentum is not None else 0.0, self.eps)
+
+
+class InstanceNorm1d(_InstanceNorm):
+    _no_batch_dim = 2
+
+
+class InstanceNorm2d(_InstanceNorm):
+    _no_batch_dim = 3
+
+
+class InstanceNorm3d(_InstanceNorm):
+    _no_batch_dim = 4
+
+
+class LocalResponseNorm(Module):
+    def __init__(self, size, alpha=1e-4, beta=0.75, k=1.0):
+        super().__init__()
+        self.size = size
+        self.alpha = alpha
+        self.beta = beta
+        self.k = k
+
+    def forward(self, input):
+        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self):
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"

@@ -10,7 +10,8 @@ Python operators.
 import types as _types
 
 from ..tensor import Tensor
-from . import composite, elementwise, index_ops, linalg, reduce_ops, shape_ops
+from . import composite, elementwise, index_ops, linalg, pool, reduce_ops, shape_ops
+from . import conv  # noqa: F401 - convolution, padding and im2col primitives
 from .composite import (
     addmm, floor_divide, gelu, lerp, log_softmax, logsumexp, mean, norm, remainder, rsub, silu,
     softmax, softplus, square, std, std_mean, true_divide, var, var_mean,
