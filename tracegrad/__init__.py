@@ -22,6 +22,7 @@ from .creation import (
 from ._tensor_str import set_printoptions
 from . import autograd, compiler, cuda, utils
 from . import nn, optim
+from . import distributed  # imports no MPI until init_process_group
 from . import profiler, viz
 from .autograd import (
     enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,

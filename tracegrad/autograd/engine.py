@@ -13,6 +13,8 @@ dozen microseconds), so the common cases take short paths: a node with no hooks
 is applied directly, and a graph of one node over leaves (a compiled function's
 result, one op on parameters) runs without finding and ordering the graph.
 """
+import threading
+
 import numpy as np
 
 from .. import _hooks
@@ -86,7 +88,32 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     root_grads = _make_root_grads(outputs, grads)
     if retain_graph is None:
         retain_graph = create_graph
-    run(outputs, root_grads, retain_graph, create_graph, inputs, accumulate=True)
+    stack = _queued.stack
+    if stack is None:
+        stack = _queued.stack = []
+    stack.append([])
+    try:
+        run(outputs, root_grads, retain_graph, create_graph, inputs, accumulate=True)
+        while stack[-1]:            # callbacks may queue more callbacks
+            stack[-1].pop(0)()
+    finally:
+        stack.pop()
+
+
+class _Queued(threading.local):
+    stack = None        # per ``backward`` call running in this thread, its queued callbacks
+
+
+_queued = _Queued()
+
+
+def queue_callback(callback):
+    """PyTorch's ``Variable._execution_engine.queue_callback``: ``callback()`` runs once the
+    ``backward`` call now running in this thread has finished with the graph (DDP waits for
+    its gradient all-reduces there). Only valid during a backward."""
+    if not _queued.stack:
+        raise RuntimeError("queue_callback can only be called during the backward pass")
+    _queued.stack[-1].append(callback)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,

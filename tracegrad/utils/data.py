@@ -325,3 +325,12 @@ __all__ = [
     "Sampler", "SequentialSampler", "RandomSampler", "BatchSampler", "default_collate",
     "default_convert", "DataLoader",
 ]
+
+# PyTorch's ``torch.utils.data.distributed`` lives in ``tracegrad/utils/data_distributed.py``
+# and is registered under that dotted name, so that ``from tracegrad.utils.data.distributed
+# import DistributedSampler`` works while this module stays a module.
+import sys as _sys  # noqa: E402
+
+from . import data_distributed as distributed  # noqa: E402
+
+_sys.modules[__name__ + ".distributed"] = distributed
