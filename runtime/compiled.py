@@ -179,7 +179,8 @@ class CompiledFunction:
             try:
                 traced = self._trace(tracer, args, kwargs, tensors, names, dynamic)
                 if traced.sym_dims:     # trusted for other sizes once two sizes agree
-                    confirmed = self._sizes.check_generic(traced, key, self._variants)
+                    confirmed = self._sizes.check_generic(traced, key, self._variants,
+                                                           dynamic)
                     if confirmed is not None:
                         self.stats["size_checks"] = self.stats.get("size_checks", 0) + 1
                         return confirmed
@@ -323,8 +324,14 @@ class CompiledFunction:
         for i, v in enumerate(self._variants):
             sig, grad, inference = v.signature
             mode = _mode_name(grad, inference)
-            shapes = ", ".join(f"{p}: {_fmt_meta(m)}" for p, m in zip(v.paths, _tensor_metas(sig)))
+            metas = _tensor_metas(sig)
+            if v.sym_dims:      # a dynamic variant: its shapes in symbols (x: f32[s0, 784])
+                ins = v.traced_graph.inputs
+                metas = [("T", ins[k].aval.shape) + m[2:] for k, m in enumerate(metas)]
+            shapes = ", ".join(f"{p}: {_fmt_meta(m)}" for p, m in zip(v.paths, metas))
             lines.append(f"  variant {i} ({mode}): {shapes or 'no tensor arguments'}")
+            if metas:
+                lines.append("    " + _dims_words(v))
             if v.captured:
                 lines.append(f"    reads {len(v.captured)} captured tensor(s): "
                              + ", ".join(src[0] for src in v.sources))
@@ -434,13 +441,27 @@ def _tensor_metas(sig):
     return [s for s in sig if type(s) is tuple and s and s[0] == "T"]
 
 
+def _dims_words(v):
+    """Which dims a variant keeps static and which dynamic, in words."""
+    if not v.sym_dims:
+        return "static in every dim (specialised to these sizes)"
+    dyn = {}
+    for ti, d, size in v.sym_dims:
+        dyn.setdefault(str(size), []).append(f"dim {d} of {v.paths[ti]}")
+    checked = "" if v.sizes.verified else " (so far for these sizes only: not yet checked " \
+                                             "against a trace at another size)"
+    return "dynamic: " + "; ".join(f"{s} = {', '.join(w)}" for s, w in dyn.items()) \
+        + "; every other dim static" + checked
+
+
 def _fmt_meta(m):
     _, shape, dtype, kind, rg = m
-    return f"{dtype.name}{list(shape)}" + (" requires_grad" if rg else "")
+    return f"{dtype.name}[{', '.join(map(str, shape))}]" + (" requires_grad" if rg else "")
 
 
 # the fields of a tensor's signature entry ("T", shape, dtype, array type, requires_grad)
-_TENSOR_FIELDS = (("shape", list), ("dtype", lambda d: d.name),
+_TENSOR_FIELDS = (("shape", lambda s: "[" + ", ".join("dynamic" if n is None else str(n)
+                                                      for n in s) + "]"), ("dtype", lambda d: d.name),
                   ("device", lambda kind: "cpu" if kind.__module__ == "numpy" else "cuda"),
                   ("requires_grad", bool))
 

@@ -18,7 +18,7 @@ needed as a constant (``symbolic.Specialize``), makes those dims static for good
 import numpy as np
 
 from tracegrad.ir import Const, Value
-from tracegrad.symbolic import MARKS, Specialize, SymInt, base_symbols
+from tracegrad.symbolic import _OPS, MARKS, Specialize, SymInt, base_symbols, marks_of
 
 
 class DynamicDims:
@@ -38,7 +38,7 @@ class DynamicDims:
                 dims.update(range(t.ndim))
             elif self.mode is False:
                 dims.clear()
-            marks = MARKS.get(t) if MARKS else None
+            marks = marks_of(t) if MARKS else None
             if marks:
                 dims |= {d for d, m in marks.items() if m == "dynamic"}
                 dims -= {d for d, m in marks.items() if m == "static"}
@@ -52,18 +52,7 @@ class DynamicDims:
 
     def key(self, sig, tensors):
         """The call signature ``sig`` with the dynamic dims' sizes left out (None)."""
-        dims = self.dims(tensors)
-        if not dims:
-            return sig
-        out, ti = [], 0
-        for e in sig:
-            if type(e) is tuple and e and e[0] == "T":
-                d = dims.get(ti)
-                if d:
-                    e = ("T", tuple(None if i in d else n for i, n in enumerate(e[1]))) + e[2:]
-                ti += 1
-            out.append(e)
-        return out
+        return _mask(sig, self.dims(tensors))
 
     def grow(self, raw, key, variants, paths):
         """Automatic dynamic: the dims whose size alone differs from the latest variant of the
@@ -94,7 +83,7 @@ class DynamicDims:
                           for ti, d in dims) or "no dim"
         return f"{where} specialised: {exc.why}"
 
-    def check_generic(self, traced, key, variants):
+    def check_generic(self, traced, key, variants, dims):
         """Compare the dynamic ``traced`` with a trace at another size. Returns the variant
         this trace confirms (to be reused as it is), or None; raises ``Specialize`` when
         the two disagree. A trace with nothing to compare with stays unverified
@@ -105,14 +94,16 @@ class DynamicDims:
             if v.signature[1:] != key[1:] or getattr(v, "raw_sig", None) is None:
                 continue
             if v.signature == key and v.sizes is not None and not v.sizes.verified:
+                if not _holds(v.sizes.relations, here):
+                    continue
                 why = equivalent(v.traced_graph, here, traced.graph, None)
                 if why:
                     raise Specialize(symbols, f"a trace at another size differs ({why})")
                 v.sizes.verified = True
                 return v
-            if v.sizes is None:
+            if v.sizes is None and tuple(_mask(v.raw_sig, dims)) == key[0]:
                 seen = _sizes_at(v.raw_sig, traced.sym_dims)
-                if seen is None:
+                if seen is None or not _holds(traced.shape_env.relations, seen):
                     continue
                 why = equivalent(traced.graph, seen, v.traced_graph, None)
                 if why:
@@ -121,6 +112,26 @@ class DynamicDims:
                 return None
         traced.verified = False
         return None
+
+
+def _mask(sig, dims):
+    """``sig`` with the sizes of ``dims`` ({tensor index: dims}) left out (None)."""
+    if not dims:
+        return sig
+    out, ti = [], 0
+    for e in sig:
+        if type(e) is tuple and e and e[0] == "T":
+            d = dims.get(ti)
+            if d:
+                e = ("T", tuple(None if i in d else n for i, n in enumerate(e[1]))) + e[2:]
+            ti += 1
+        out.append(e)
+    return out
+
+
+def _holds(relations, values):
+    """Whether the trace's size relations hold at ``values`` (symbol -> int)."""
+    return all(_OPS[op](d.evaluate(values)) == expected for d, op, expected in relations)
 
 
 def _size_changes(old, new):

@@ -155,14 +155,27 @@ class SizeGuard:
     def check(self, tensors):
         (self._general if self.verified else self._exact)(tensors)
 
+    paths = ()      # the argument tensors' names (set by build)
+
     def describe(self):
-        where = ", ".join(f"{s}: dim {d} of argument {ti}" for s, (ti, d) in zip(
-            self.symbols, [next((t, dd) for t, dd, z in self.sym_dims if str(z) == s)
-                           for s in self.symbols]))
-        rel = ", ".join(f"{d} {op} 0" if ok else f"not {d} {op} 0"
-                        for d, op, ok in self.relations)
-        return (f"dynamic sizes {where}, each >= 2" + (f", with {rel}" if rel else "")
-                + " (shapes of the same size stay equal)")
+        def name(ti):
+            return self.paths[ti] if ti < len(self.paths) else f"tensor {ti}"
+        dims = {}
+        for ti, d, size in self.sym_dims:
+            dims.setdefault(str(size), []).append(f"{name(ti)}.shape[{d}]")
+        where = "; ".join(f"{s} = {' = '.join(w)} >= 2" for s, w in dims.items())
+        rel = "".join(f", {_relation(d, op, ok)}" for d, op, ok in self.relations)
+        exact = "" if self.verified else ", and (until checked at another size) " + ", ".join(
+            f"{s} == {int(z)}" for s, z in {str(z): z for _, _, z in self.sym_dims}.items())
+        return f"sizes {where}{rel}{exact}"
+
+
+def _relation(d, op, ok):
+    """``s0 - 16 > 0`` as ``s0 > 16``, for people."""
+    const = dict(d.terms).get((), 0)
+    lhs = str(d - type(d).const(const)) if const else str(d)
+    text = f"{lhs} {op} {-const}"
+    return text if ok else f"not ({text})"
 
 
 def build(traced, label, want_grad, dump_ir=None, check=None, title=None, profile_name=None,
@@ -186,6 +199,7 @@ def build(traced, label, want_grad, dump_ir=None, check=None, title=None, profil
     v.guards = list(traced.guards)
     if traced.sym_dims:     # a dynamic trace: its sizes are checked before the forward runs
         v.sizes = SizeGuard(traced.sym_dims, traced.shape_env.relations, len(v.guards))
+        v.sizes.paths = v.paths
         v.guards.append(v.sizes)
     # guard values ride along as extra outputs, so no pass drops them
     graph = Graph(g.inputs, g.nodes, list(g.outputs) + [gd.value for gd in traced.guards])

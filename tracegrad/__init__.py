@@ -21,6 +21,7 @@ from .creation import (
 )
 from ._tensor_str import set_printoptions
 from . import autograd, compiler, cuda, utils
+from .symbolic import mark_dynamic, mark_static
 from . import nn, optim
 from . import distributed  # imports no MPI until init_process_group
 from . import profiler, viz
@@ -49,10 +50,12 @@ def compile(fn=None, *, backend=None, dynamic=None, fullgraph=False, mode=None,
     NumPy tier at once and on C kernels once they are built in the background; "c" waits
     for the C build; "numpy" never builds. Without a C compiler, "auto" and "c" keep the
     NumPy tier and warn once.
-    Every variant is specialised to its shapes (``dynamic`` is accepted for PyTorch's
-    signature) and there are no graph breaks: a construct that cannot be traced raises,
-    so ``fullgraph`` is always in effect. ``max_variants`` bounds retracing before the
-    function runs eagerly.
+    ``dynamic``: None (PyTorch's automatic dynamic: a retrace caused by a changed size makes
+    that dim symbolic, so one variant serves every size), True (symbolic from the first
+    call), False (every variant specialised to its shapes); ``mark_dynamic(t, dim)`` and
+    ``mark_static`` decide per tensor. There are no graph breaks: a construct that cannot be
+    traced raises, so ``fullgraph`` is always in effect. ``max_variants`` bounds retracing
+    before the function runs eagerly.
     """
     from tracegrad.runtime.compiled import CompiledFunction   # the runtime loads lazily
     from tracegrad.runtime.module import OptimizedModule

@@ -7,3 +7,6 @@ def reset():
     again that has the same kernels loads them instead of compiling."""
     from tracegrad.runtime.compiled import reset_all     # the runtime loads lazily
     reset_all()
+
+
+from tracegrad.symbolic import mark_dynamic, mark_static  # noqa: E402,F401 - as torch._dynamo's

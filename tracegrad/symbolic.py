@@ -515,19 +515,34 @@ def relation_source(relations):
 
 import weakref  # noqa: E402
 
-MARKS = weakref.WeakKeyDictionary()     # tensor -> {dim: "dynamic" | "static"}
+# id(tensor) -> (a weak reference to it, {dim: "dynamic" | "static"}); by id, not a
+# WeakKeyDictionary, because a tensor's == is elementwise
+MARKS = {}
+
+
+def marks_of(t):
+    """``{dim: "dynamic" | "static"}`` set on ``t`` by ``mark_dynamic``/``mark_static``."""
+    entry = MARKS.get(id(t))
+    return entry[1] if entry is not None and entry[0]() is t else None
+
+
+def _mark(t, dims, how):
+    entry = MARKS.get(id(t))
+    if entry is None or entry[0]() is not t:
+        key = id(t)
+        entry = MARKS[key] = (weakref.ref(t, lambda _, key=key: MARKS.pop(key, None)), {})
+    for d in dims:
+        entry[1][d % max(t.ndim, 1)] = how
 
 
 def mark_dynamic(t, index):
     """Compile ``t``'s dim ``index`` (an int or a list) with a symbolic size from the first
     call of a compiled function on it, as PyTorch's ``torch._dynamo.mark_dynamic``."""
-    for d in ([index] if isinstance(index, int) else index):
-        MARKS.setdefault(t, {})[d % max(t.ndim, 1)] = "dynamic"
+    _mark(t, [index] if isinstance(index, int) else index, "dynamic")
 
 
 def mark_static(t, index=None):
     """Always specialise ``t``'s dim ``index`` (every dim when None), even under
     ``dynamic=True``."""
     dims = range(t.ndim) if index is None else [index] if isinstance(index, int) else index
-    for d in dims:
-        MARKS.setdefault(t, {})[d % max(t.ndim, 1)] = "static"
+    _mark(t, dims, "static")

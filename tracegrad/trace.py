@@ -225,7 +225,8 @@ class Tracer:
     def created(self, t, shape=None, fill=None):
         """A tensor made by a creation function; ``shape``, ``fill``: what ``zeros``/``full``
         were asked for (a symbolic shape becomes a broadcast fill, not a constant)."""
-        if fill is not None and shape is not None and symbols_in(shape):
+        if fill is not None and shape is not None and (symbols_in(shape) or t._data.size > 1):
+            # a fill, as a broadcast scalar: of any size (a symbolic shape), and no array kept
             c = self.add("constant", [], {"value": Const(np.array(fill, t._data.dtype))})
             self.bind_value(t, self.add("broadcast_to", [c], {"shape": tuple(shape)}))
             return

@@ -1,0 +1,171 @@
+"""Dynamic shapes: symbolic sizes, their guards, and the checks that keep them sound.
+
+Each test compares compiled against eager over calls of several sizes, as a user would
+write it: a dynamic variant that gave a stale or wrong result at any size fails.
+"""
+import numpy as np
+import pytest
+
+import tracegrad as tg
+import tracegrad.nn.functional as F
+
+
+def _mlp_params(seed=0):
+    rng = np.random.default_rng(seed)
+    return [tg.tensor(rng.standard_normal(s).astype(np.float32) * 0.1, requires_grad=True)
+            for s in ((12, 16), (16,), (16, 5), (5,))]
+
+
+def _batch(rng, n):
+    return (tg.tensor(rng.standard_normal((n, 12)).astype(np.float32)),
+            tg.tensor(rng.integers(0, 5, n)))
+
+
+def _check_step(step, compiled, params, sizes, seed=1):
+    rng = np.random.default_rng(seed)
+    for n in sizes:
+        x, y = _batch(rng, n)
+        got_loss = compiled(x, y)
+        got = tg.autograd.grad(got_loss, params)
+        want_loss = step(x, y)
+        want = tg.autograd.grad(want_loss, params)
+        np.testing.assert_allclose(got_loss.item(), want_loss.item(), rtol=1e-5)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_twenty_batch_sizes_compile_at_most_twice():
+    W1, b1, W2, b2 = _mlp_params()
+
+    def step(x, y):
+        h = tg.relu(x @ W1 + b1)
+        return F.cross_entropy(h @ W2 + b2, y)
+    compiled = tg.compile(step)
+    sizes = [32, 7, 48, 2, 64, 13, 33, 5, 17, 60, 9, 3, 41, 28, 11, 50, 4, 19, 37, 6]
+    _check_step(step, compiled, [W1, b1, W2, b2], sizes)
+    assert compiled.stats["compiles"] <= 2
+    assert compiled.stats["cache_hits"] >= 18
+    text = compiled.explain()
+    assert "dynamic: s0 = dim 0 of x, dim 0 of y" in text
+    assert "x: float32[s0, 12]" in text
+    assert "s0 = x.shape[0]" in compiled.code       # the generated code reads the size
+
+
+def test_a_size_of_one_is_specialised_and_a_broadcast_retraces_with_its_reason():
+    f = tg.compile(lambda x, y: (x * y).sum(0))
+    a = tg.ones(4, 3)
+    for n in (4, 6, 9):
+        x, y = tg.arange(n * 3.0).reshape(n, 3), tg.ones(n, 3) * 2
+        np.testing.assert_allclose(f(x, y).numpy(), (x * y).sum(0).numpy())
+    assert f.stats["compiles"] == 2
+    y1 = tg.ones(1, 3) * 2          # broadcasts now: another variant, saying why
+    x = tg.arange(15.0).reshape(5, 3)
+    np.testing.assert_allclose(f(x, y1).numpy(), (x * y1).sum(0).numpy())
+    assert f.stats["compiles"] == 3
+    assert "shape of y changed: [dynamic, 3] -> [1, 3]" in f.stats["retrace_reasons"][-1]
+    del a
+
+
+def test_a_relation_the_trace_relied_on_is_a_guard():
+    def f(x):
+        if x.shape[0] > 16:
+            return x * 2
+        return x * 3
+    c = tg.compile(f)
+    for n in (20, 30, 40, 8, 25, 5):
+        x = tg.ones(n, 2)
+        np.testing.assert_allclose(c(x).numpy(), f(x).numpy())
+    assert c.stats["compiles"] == 3            # 20 static, 30.. dynamic (s0 > 16), 8.. again
+    assert any("guard failed: sizes s0 = x.shape[0] >= 2, s0 > 16" in r
+               for r in c.stats["retrace_reasons"])
+
+
+def test_dynamic_true_starts_symbolic_and_is_checked_at_the_second_size():
+    c = tg.compile(lambda x: (x.exp() / x.shape[0]).sum(), dynamic=True)
+    for n in (5, 5, 9, 12, 3):
+        x = tg.linspace(0, 1, n)
+        np.testing.assert_allclose(c(x).item(), (x.exp() / n).sum().item(), rtol=1e-6)
+    assert c.stats["compiles"] == 1
+    assert c.stats["size_checks"] == 1          # the trace at 9 confirmed the one at 5
+
+
+def test_dynamic_false_always_specialises():
+    c = tg.compile(lambda x: x.sum(), dynamic=False)
+    for n in (2, 3, 4):
+        c(tg.ones(n))
+    assert c.stats["compiles"] == 3
+    assert "static in every dim" in c.explain()
+
+
+def test_mark_dynamic_and_mark_static():
+    c = tg.compile(lambda x: x.sum(1))
+    x = tg.ones(6, 4)
+    tg.mark_dynamic(x, 0)
+    c(x)
+    assert "s0" in c.graph
+    d = tg.compile(lambda x: x.sum(), dynamic=True)
+    y = tg.ones(3, 5)
+    tg.mark_static(y, 1)
+    d(y)
+    assert "f32[s0,5]" in d.graph
+
+
+@pytest.mark.parametrize("body", [
+    lambda x: x * float(x.shape[0]),                        # a size made a float
+    lambda x: x / x.shape[0] ** 0.5,                        # ... by arithmetic with a float
+    lambda x: x * np.float32(x.shape[0]),                   # ... by NumPy: baked, then caught
+    lambda x: sum(x[i] * i for i in range(x.shape[0])),     # a loop over a size: unrolled
+    lambda x: x * tg.arange(len(x)),                        # len() and a constant of its size
+])
+def test_sizes_that_escape_are_never_baked(body):
+    c = tg.compile(body)
+    for n in (3, 5, 8, 5, 3):
+        x = tg.linspace(1, 2, n)
+        np.testing.assert_allclose(c(x).numpy(), body(x).numpy(), rtol=1e-6)
+
+
+def test_creation_and_random_ops_take_symbolic_sizes():
+    def f(x):
+        h = tg.zeros(x.shape[0], 3)
+        h[:, 0] = x
+        keep = tg.rand(x.shape[0]) >= 0.0          # all kept: the values are checkable
+        return (h.sum(1) * keep).sum()
+    c = tg.compile(f)
+    for n in (4, 6, 10, 7):
+        x = tg.arange(float(n))
+        assert c(x).item() == f(x).item()
+    assert c.stats["compiles"] == 2
+    assert "h = np.broadcast_to(t0, (s0, 3))" in c.code
+
+
+def test_reshape_and_mean_keep_their_sizes_symbolic():
+    W = tg.ones(8, 2, requires_grad=True)
+
+    def f(img):
+        flat = img.view(img.shape[0], -1)
+        return (flat @ W).mean()
+    c = tg.compile(f)
+    for n in (2, 3, 11):
+        img = tg.arange(n * 8.0).reshape(n, 2, 4)
+        got, want = c(img), f(img)
+        np.testing.assert_allclose(got.item(), want.item(), rtol=1e-6)
+        np.testing.assert_allclose(tg.autograd.grad(got, W)[0].numpy(),
+                                   tg.autograd.grad(want, W)[0].numpy(), rtol=1e-6)
+    assert c.stats["compiles"] == 2
+    assert "reshape img  shape=(s0,8)" in c.graph
+
+
+def test_a_compiled_module_with_changing_batch(backend):
+    tg.manual_seed(0)
+    model = tg.nn.Sequential(tg.nn.Linear(6, 8), tg.nn.Tanh(), tg.nn.Linear(8, 2))
+    compiled = tg.compile(model)
+    for n in (4, 9, 16, 3):
+        x = tg.linspace(-1, 1, n * 6).reshape(n, 6)
+        got = compiled(x).square().mean()
+        gg = tg.autograd.grad(got, list(model.parameters()))
+        want = model(x).square().mean()
+        gw = tg.autograd.grad(want, list(model.parameters()))
+        np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5)
+        for a, b in zip(gg, gw):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6)
+    assert compiled._compiled.stats["compiles"] == 2
