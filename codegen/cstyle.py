@@ -42,7 +42,9 @@ stays on the NumPy tier.
 """
 import math
 
-from tracegrad.symbolic import symbols_in
+from tracegrad.symbolic import ATOMS, symbols_in
+
+from .kernel import kernel_symbols
 from tracegrad import dtypes
 
 from .kernel import Literal, Reduce, strides
@@ -112,6 +114,7 @@ class Language:
 
 class C(Language):
     """The CPU tier: a C11 function with OpenMP threads and ``omp simd`` inner loops."""
+    sized = True        # a dynamic shape's sizes are arguments (``const int64_t s0``)
 
     def render_kernel(self, kernel, site_comment=None):
         """Source of one C function for ``kernel`` (raises ``Unsupported``)."""
@@ -157,8 +160,11 @@ class _Writer:
         for i in k.inputs:
             self.lang.ctype(i.dtype)
         domain = k.domain or (1,)
-        if symbols_in(domain):     # a dynamic shape: the kernel stays on the NumPy tier
+        self.symbols = kernel_symbols(k)    # a dynamic shape: sizes are arguments
+        if self.symbols and not getattr(self.lang, "sized", False):
             raise Unsupported("symbolic sizes")
+        if any(a in ATOMS for s in self.symbols_all(domain) for a in s):
+            raise Unsupported("a size with a floor division or remainder")
         if math.prod(domain) == 0:
             raise Unsupported("an empty domain")      # NumPy's errors for empty reductions
         rowwise = [op for op in k.body if isinstance(op, Reduce) and not op.spans]
@@ -258,6 +264,7 @@ class _Writer:
         size = math.prod(k.domain or (1,))
         self.emit(f"// {k.label}: {k.op_names()}; one pass over "
                   f"[{','.join(map(str, k.domain))}]")
+        params += [f"const int64_t {s}" for s in self.symbols]
         self.open(f"void {k.name}({', '.join(params + ['int nt'])})")
         for p in k.partials:        # one accumulator set per thread, combined in order
             n, acc = self.c(p.name), lang.ctype(p.acc_dtype)
@@ -265,8 +272,11 @@ class _Writer:
             self.emit(f"{acc} *{n}_parts = malloc(sizeof({acc}) * {count} * (size_t)nt);")
             self.emit(f"for (int64_t i = 0; i < {count} * (int64_t)nt; i++) "
                       f"{n}_parts[i] = {lang.literal(p.combiner.identity(p.dtype), p.acc_dtype)};")
-        self.parallel = size >= PARALLEL_MIN
-        if self.parallel:
+        self.parallel = size >= PARALLEL_MIN or bool(self.symbols)
+        if self.symbols:        # the size is known at the call: threads when it is large
+            self.emit(f"#pragma omp parallel num_threads(nt) if({size} >= {PARALLEL_MIN})")
+            self.open("")
+        elif self.parallel:
             self.emit("#pragma omp parallel num_threads(nt)")
             self.open("")
         else:
@@ -288,13 +298,20 @@ class _Writer:
         self.close()
         return "\n".join(self.lines)
 
+    @staticmethod
+    def symbols_all(domain):
+        """The monomials' atoms of each symbolic size in ``domain``."""
+        return [m for n in domain if type(n) is not int for m, _ in n.poly.terms]
+
     def part_size(self, p):
         return max(1, math.prod(p.shape))
 
     def outer_loop(self, ops):
         shape, last = self.shape, len(self.shape) - 1
         blocks = len(shape) == 1 and not self.rowwise
-        outer = -(-shape[0] // BLOCK) if blocks else math.prod(shape[:last])
+        outer = (-(-shape[0] // BLOCK) if not symbols_in(shape[0])
+                 else f"({shape[0]} + {BLOCK - 1}) / {BLOCK}") if blocks \
+            else math.prod(shape[:last])
         if self.parallel:
             self.emit("#pragma omp for schedule(static)")
         self.open(f"for (int64_t o = 0; o < {outer}; o++)")

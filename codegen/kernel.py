@@ -31,6 +31,7 @@ import os
 
 from tracegrad import dtypes
 from tracegrad.ir import SHORT, Value, type_str
+from tracegrad.symbolic import symbols_in as base_symbols_in
 from tracegrad.passes.memplan import written
 
 
@@ -131,6 +132,12 @@ class Kernel:
             lines.append(f"  then ({' '.join(n.op for n in self.epilogue)})")
         lines.append("}")
         return "\n".join(lines)
+
+
+def kernel_symbols(k):
+    """The size symbols a kernel's domain uses, in order (``s0``, ``s1``): a C kernel takes
+    them as arguments after its arrays."""
+    return sorted(base_symbols_in(k.domain), key=lambda s: int(s[1:]))
 
 
 def strides(shape, domain):

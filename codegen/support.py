@@ -5,6 +5,7 @@ import numpy as np
 from tracegrad import dtypes  # noqa: F401 - generated code names dtypes in params
 from tracegrad.parallel import get_num_threads
 from tracegrad.ops.core import PRIMITIVES
+from tracegrad.symbolic import substitute
 
 
 class GuardFailure(Exception):
@@ -58,6 +59,8 @@ class Workspace:
         self._by_size[sizes] = pool         # the most recent size last
         buffers = pool.pop() if pool else _Buffers(*self.sized(*sizes))
         buffers.sizes = sizes
+        code = self.sized.__code__
+        buffers.size_of = dict(zip(code.co_varnames[:code.co_argcount], sizes))
         return buffers
 
     def give(self, buffers):
@@ -144,12 +147,14 @@ class CKernel:
     C-contiguous in the dtype the kernel was built for are made so first (a copy); the
     kernel runs on ``get_num_threads()`` threads."""
 
-    def __init__(self, fn, dtypes_, partials, n_inputs):
+    def __init__(self, fn, dtypes_, partials, n_inputs, symbols=()):
         import ctypes
         fn.restype = None
-        fn.argtypes = [ctypes.c_void_p] * (len(dtypes_) + len(partials)) + [ctypes.c_int]
+        fn.argtypes = [ctypes.c_void_p] * (len(dtypes_) + len(partials)) \
+            + [ctypes.c_int64] * len(symbols) + [ctypes.c_int]
         self.fn, self.dtypes, self.partials = fn, tuple(dtypes_), tuple(partials)
         self.n_inputs = n_inputs
+        self.symbols = tuple(symbols)   # a dynamic shape: its sizes, read from the workspace
 
     def __call__(self, *args):
         keep, ptrs = [], []
@@ -161,6 +166,12 @@ class CKernel:
                 a = np.ascontiguousarray(a, dtype=dt)
                 keep.append(a)
             ptrs.append(_address(a))
+        if self.symbols:
+            sizes = args[-1].size_of        # the call's workspace knows the call's sizes
+            parts = tuple(np.empty(substitute(shape, sizes), dt) for shape, dt in self.partials)
+            self.fn(*ptrs, *[_address(p) for p in parts], *[sizes[s] for s in self.symbols],
+                    get_num_threads())
+            return parts
         parts = tuple(np.empty(shape, dt) for shape, dt in self.partials)
         self.fn(*ptrs, *[_address(p) for p in parts], get_num_threads())
         return parts

@@ -185,8 +185,10 @@ class CompiledFunction:
                         self.stats["size_checks"] = self.stats.get("size_checks", 0) + 1
                         return confirmed
                 break
-            except Specialize as e:     # those sizes must be constants: trace again
-                why = self._sizes.specialize(e, tracer.sym_dims, names)
+            except (Specialize, Exception) as e:    # noqa: BLE001 - sizes needed as constants
+                if not (isinstance(e, Specialize) or dynamic):
+                    raise                   # a static trace's error is the user's
+                why = self._sizes.specialize(_as_specialize(e, tracer), tracer.sym_dims, names)
                 key = (tuple(self._sizes.key(raw, tensors)), key[1], key[2])
                 self.stats["retrace_reasons"].append(why)
                 _log_recompile(self._label, why)
@@ -194,8 +196,10 @@ class CompiledFunction:
             .replace(">", "")
         try:
             v = self._build(traced, label, key, paths, args, kwargs, tracer)
-        except Specialize as e:     # codegen needed a size as a constant
-            why = self._sizes.specialize(e, tracer.sym_dims, names)
+        except (Specialize, Exception) as e:    # noqa: BLE001 - codegen needed a constant
+            if not (isinstance(e, Specialize) or traced.sym_dims):
+                raise
+            why = self._sizes.specialize(_as_specialize(e, tracer), tracer.sym_dims, names)
             key = (tuple(self._sizes.key(raw, tensors)), key[1], key[2])
             return self._compile(args, kwargs, tensors, paths, key, why, raw)
         v.traced_graph, v.sym_dims, v.raw_sig = traced.graph, traced.sym_dims, raw
@@ -564,6 +568,16 @@ def _captured_changed(v):
         if _meta(t) != meta:
             return f"the captured tensor {name} changed shape, dtype, device or requires_grad"
     return None
+
+
+def _as_specialize(exc, tracer):
+    """``exc`` as the ``Specialize`` it stands for: a dynamic trace or build that failed
+    otherwise is made again with every size static (if it fails then too, the error is the
+    user's and is raised from that trace)."""
+    if isinstance(exc, Specialize):
+        return exc
+    return Specialize({str(size) for _, _, size in tracer.sym_dims},
+                      f"symbolic sizes failed here ({type(exc).__name__}: {exc})")
 
 
 def _log_recompile(label, reason):

@@ -17,6 +17,7 @@ import numpy as np
 
 from tracegrad.codegen import build, cstyle
 from tracegrad.codegen.numpy import site_comment
+from tracegrad.codegen.kernel import kernel_symbols
 from tracegrad.codegen.support import CKernel
 
 BACKENDS = ("auto", "numpy", "c", "cuda")
@@ -103,7 +104,8 @@ def _build(variant, strict=False):
     for k in kept:
         dts = [i.dtype.np for i in k.inputs] + [op.dtype.np for op in k.outputs]
         parts = [(op.value.shape, np.dtype(op.dtype.np)) for op in k.partials]
-        variant.namespace[k.name] = CKernel(getattr(lib, k.name), dts, parts, len(k.inputs))
+        variant.namespace[k.name] = CKernel(getattr(lib, k.name), dts, parts, len(k.inputs),
+                                            kernel_symbols(k))
     variant.c_source = source
     variant.c_kernels = [k.name for k in kept]
     variant.c_ready_at = time.perf_counter()

@@ -169,3 +169,19 @@ def test_a_compiled_module_with_changing_batch(backend):
         for a, b in zip(gg, gw):
             np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6)
     assert compiled._compiled.stats["compiles"] == 2
+
+
+def test_c_kernels_take_the_sizes_as_arguments():
+    def f(x, b):
+        y = tg.tanh(x * 2 + b)
+        return y.sum(), (y - y.mean(-1, keepdim=True)).square().sum(-1)
+    c = tg.compile(f, backend="c")
+    rng = np.random.default_rng(3)
+    b = tg.tensor(rng.standard_normal(7))
+    for n in (6, 9, 40, 3, 1000):
+        x = tg.tensor(rng.standard_normal((n, 7)))
+        for got, want in zip(c(x, b), f(x, b)):
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-10)
+    assert c.stats["compiles"] == 2             # one build serves every size from 9 on
+    assert "tier: c" in str(c.kernels) and "[s0,7]" in str(c.kernels)
+    assert "const int64_t s0" in c.code

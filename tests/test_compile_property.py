@@ -563,6 +563,33 @@ def test_random_programs_compile_like_eager_in_chunks(prog):
         fused.CHUNK_MIN, fused.CHUNK_ELEMS, fused.THREADS = saved
 
 
+@settings(max_examples=MAX_EXAMPLES // 4, deadline=None, database=None,
+          derandomize=not os.environ.get("TRACEGRAD_PROPERTY_RANDOM"),
+          suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                 HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(prog=programs())
+def test_random_programs_traced_with_symbolic_sizes(prog, backend):
+    """``dynamic=True``: every dim of size 2 or more is traced symbolic (or specialised where
+    the program needs it as a constant); outputs and gradients are eager's, on both tiers."""
+    fn = prog.function()
+    compiled = tg.compile(fn, dynamic=True)
+    arrays = _values(prog, 0)
+    PROBE.start()
+    try:
+        want = _run(fn, arrays, prog.requires_grad)
+    finally:
+        PROBE.stop()
+    assume(not PROBE.near_kink)
+    got = _run(compiled, arrays, prog.requires_grad)
+    for kind, g, w in zip(("output", "grad", "create_graph grad", "second-order grad"),
+                          got, want):
+        assert (g is None) == (w is None), f"{kind}s exist"
+        for n, (a, b) in enumerate(zip(g or (), w or ())):
+            _close(a, b, f"{kind} {n}")
+    assert compiled.stats["fallbacks"] == 0, compiled.stats
+    event("symbolic" if any(v.sym_dims for v in compiled._variants) else "specialised")
+
+
 def _check_program(prog):
     fn = prog.function()
     compiled = tg.compile(fn)

@@ -448,7 +448,11 @@ class SymInt(int):
     __str__ = __repr__
 
     def __format__(self, spec):
-        return str(self.poly) if not spec else format(int(self), spec)
+        """In f-strings (generated code), a compound size is parenthesised: ``(784*s0)``."""
+        if spec:
+            return format(int(self), spec)
+        text = str(self.poly)
+        return text if text.isidentifier() else f"({text})"
 
 
 def is_symbolic(x):
@@ -486,6 +490,47 @@ def substitute(obj, values):
     if type(obj) is dict:
         return {k: substitute(v, values) for k, v in obj.items()}
     return obj
+
+
+def _poly(x):
+    return x.poly if type(x) is SymInt else Poly.const(int(x))
+
+
+def _known(a, op, b):
+    """``a op b`` for sizes when what is known of the symbols settles it, else None."""
+    return _decide(_poly(a) - _poly(b), op)
+
+
+def slice_length(n, start, stop, step):
+    """The length of ``range(n)[start:stop:step]`` for sizes that may be symbolic, or None
+    when it depends on more than the symbols' bounds (a step < 1, a start past the end)."""
+    step = 1 if step is None else step
+    if not isinstance(step, int) or type(step) is SymInt or step < 1:
+        return None
+
+    def bound(x, default):
+        if x is None:
+            return default
+        if _known(x, "<", 0):           # from the end
+            x = n + x
+            if _known(x, "<", 0):
+                return 0
+            if not _known(x, ">=", 0):
+                return None
+        elif not _known(x, ">=", 0):
+            return None
+        if _known(x, ">=", n):
+            return n
+        return x if _known(x, "<=", n) else None
+    lo, hi = bound(start, 0), bound(stop, n)
+    if lo is None or hi is None:
+        return None
+    if _known(hi, "<=", lo):
+        return 0
+    if not _known(hi, ">=", lo):
+        return None
+    length = hi - lo
+    return length if step == 1 else (length + step - 1) // step
 
 
 def concrete(obj):

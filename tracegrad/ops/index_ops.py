@@ -13,6 +13,7 @@ from ..tensor import Tensor
 from .core import Primitive, apply_view_steps, bind, inplace, op_error
 from .declare import method
 from .rules import norm_dim
+from ..symbolic import SymInt, slice_length, symbols_in
 
 
 def parse_key(key):
@@ -25,7 +26,8 @@ def parse_key(key):
         if k is None or k is Ellipsis:
             spec.append(k)
         elif isinstance(k, slice):
-            parts = tuple(None if v is None else int(v) for v in (k.start, k.stop, k.step))
+            parts = tuple(None if v is None else v if type(v) is SymInt else int(v)
+                          for v in (k.start, k.stop, k.step))     # a traced size stays
             if parts[2] is not None and parts[2] <= 0:
                 raise op_error("getitem", "step must be greater than zero", ValueError)
             spec.append(("s",) + parts)
@@ -72,9 +74,38 @@ def _index_impl(xp, x, *idx, spec):
 
 
 def _index_shape(s, *idx_shapes, spec):
+    if not idx_shapes and (symbols_in(s) or symbols_in(spec)):
+        shape = _basic_shape(s, spec)       # symbolic sizes stay symbolic
+        if shape is not None:
+            return shape
     dummy = np.broadcast_to(np.empty((), np.int8), s)
     arrays = [np.zeros(i, np.int64) for i in idx_shapes]
     return dummy[build_key(spec, arrays)].shape
+
+
+def _basic_shape(s, spec):
+    """The shape basic indexing (ints, slices, None, ...) gives over shape ``s``, with
+    symbolic sizes kept; None where a length depends on more than they say."""
+    dims, out, i = list(s), [], 0
+    consumed = sum(1 for e in spec if e is not None and e is not Ellipsis)
+    if consumed > len(dims):
+        return None
+    for e in spec:
+        if e is None:
+            out.append(1)
+        elif e is Ellipsis:
+            k = len(dims) - consumed
+            out.extend(dims[i:i + k])
+            i += k
+        elif type(e) is tuple:
+            n = slice_length(dims[i], *e[1:])
+            if n is None:
+                return None
+            out.append(n)
+            i += 1
+        else:
+            i += 1
+    return tuple(out + dims[i:])
 
 
 def _is_basic(spec):
