@@ -47,6 +47,12 @@ call under 50 ms for tracegrad compiled on W2, is checked at the end.
 
     python benchmarks/compile_time.py            # full run (about 2-3 minutes)
     python benchmarks/compile_time.py --quick    # smoke run: short timings, no torch.compile
+
+Guard cost: ``--before TREE`` (a checkout of an earlier commit, e.g. made with
+``git worktree add /tmp/before <commit>``) times only W2's steady state of tracegrad
+compiled, in turn from this tree and from TREE (``ROUNDS`` fresh processes each,
+alternating), and prints the per-call difference: what the checks a call makes before
+its variant runs (signature, guards on values read from outside, sizes) cost.
 """
 import argparse
 import os
@@ -68,12 +74,12 @@ AIM_MS = 50.0                      # the issue's aim: W2 first call of tracegrad
 
 def instrumented_compile(breakdown):
     """``tracegrad.compile`` that records the import of the compiler and its stages' times."""
-    def compile_(fn):
+    def compile_(fn, **options):
         import tracegrad as tg
         t0 = time.perf_counter()
         _instrument_compiler(breakdown)      # imports the (lazily loaded) compiler
         breakdown["import"] = time.perf_counter() - t0
-        step = tg.compile(fn)
+        step = tg.compile(fn, **options)
         breakdown["stats"] = step.stats
         return step
     return compile_
@@ -147,12 +153,45 @@ def measure(workload, system, quick):
     return row
 
 
+ROUNDS = 3
+
+
+def guard_cost(tree, quick):
+    """W2's steady-state call of tracegrad compiled here and in ``tree``, alternating."""
+    tree = os.path.abspath(tree)
+    for sub in ("codegen", "runtime"):      # tracegrad.codegen / .runtime, as installed
+        link = os.path.join(tree, "tracegrad", sub)
+        if not os.path.exists(link):
+            os.symlink(os.path.join(tree, sub), link)
+    load0 = load_average()
+    flags = ["--quick"] if quick else []
+    times = {"this tree": [], tree: []}
+    for _ in range(ROUNDS):
+        for name, env in (("this tree", None), (tree, {"PYTHONPATH": tree})):
+            r = run_child(__file__, "W2", "tracegrad compiled", flags, 120, env)
+            if "median_ms" not in r:
+                print(f"{name}: {unmeasured_text(r) or r}")
+                return
+            times[name].append(r["median_ms"] * 1e3)
+    med = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+    print(f"W2 steady state of tracegrad compiled, us per call (median of {ROUNDS} processes "
+          f"each, alternating; load average {load0:.1f} before / {load_average():.1f} after)")
+    for k, v in times.items():
+        print(f"  {k:<40} {med[k]:8.1f}   ({', '.join(f'{t:.1f}' for t in v)})")
+    print(f"  difference: {med['this tree'] - med[tree]:+.1f} us per call (aim: at most +10)")
+
+
 def main():
     ap = benchmark_parser(__doc__)
     ap.add_argument("--first-only", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--before", metavar="TREE",
+                    help="compare W2's steady state of tracegrad compiled with the checkout TREE")
     args = ap.parse_args()
     if args.child:
         print_result(child(*args.child, args.quick, args.first_only))
+        return
+    if args.before:
+        guard_cost(args.before, args.quick)
         return
 
     load0 = load_average()

@@ -427,11 +427,11 @@ def measure_in_process(workload, system, timing, first_only=False, memory=False,
 
 # the parent side: one fresh process per measurement ------------------------------------------
 
-def run_child(script, workload, system, flags=(), timeout=180):
+def run_child(script, workload, system, flags=(), timeout=180, extra_env=None):
     """Run ``script --child WORKLOAD SYSTEM *flags`` and return the dict it prints after
     "RESULT " (or a "failed" row). torch.compile gets an empty inductor cache directory,
     so its first call is a cold compile."""
-    env = dict(os.environ)
+    env = dict(os.environ, **(extra_env or {}))
     cache = None
     if system == "torch.compile":
         cache = tempfile.mkdtemp(prefix="tg_bench_inductor_")

@@ -31,7 +31,10 @@ P = _Primitives()
 
 # fused groups ---------------------------------------------------------------------------------
 
-SIZES_KEPT = 4       # a dynamic workspace keeps buffers for this many sizes
+# A dynamic workspace keeps buffer sets for the sizes it saw last, up to this many bytes in
+# all (a training loop's few batch sizes, or W2's 64, reuse their buffers; past the budget
+# the oldest size's are dropped and made again when it comes back).
+SIZES_BUDGET = 64 << 20
 
 
 class Workspace:
@@ -46,7 +49,7 @@ class Workspace:
         self._free = []
         # a dynamic shape: ``sized(*sizes)`` gives (kernels, slots) for the call's sizes, and
         # buffer sets are pooled per sizes (the last few sizes seen)
-        self.sized, self._by_size = sized, {}
+        self.sized, self._by_size, self._kept = sized, {}, 0
 
     def take(self, sizes=None):
         if sizes is None:
@@ -54,11 +57,15 @@ class Workspace:
         pool = self._by_size.pop(sizes, None)
         if pool is None:
             pool = []
-            if len(self._by_size) >= SIZES_KEPT:
-                self._by_size.pop(next(iter(self._by_size)))      # the oldest size
         self._by_size[sizes] = pool         # the most recent size last
-        buffers = pool.pop() if pool else _Buffers(*self.sized(*sizes))
+        if pool:
+            return pool.pop()
+        buffers = _Buffers(*self.sized(*sizes))
         buffers.sizes = sizes
+        self._kept += buffers.nbytes
+        while self._kept > SIZES_BUDGET and len(self._by_size) > 1:
+            oldest = next(iter(self._by_size))      # the size seen longest ago
+            self._kept -= sum(b.nbytes for b in self._by_size.pop(oldest))
         code = self.sized.__code__
         buffers.size_of = dict(zip(code.co_varnames[:code.co_argcount], sizes))
         return buffers
@@ -66,8 +73,12 @@ class Workspace:
     def give(self, buffers):
         if self.sized is None:
             self._free.append(buffers)
-        elif buffers.sizes in self._by_size:
-            self._by_size[buffers.sizes].append(buffers)
+            return
+        pool = self._by_size.get(buffers.sizes)
+        if pool is None:        # its size was dropped while it was in use
+            self._kept -= buffers.nbytes
+        else:
+            pool.append(buffers)
 
     def nbytes(self):
         """Bytes of one set of buffers."""
@@ -82,11 +93,15 @@ def _nbytes(shape, dtype):
 
 class _Buffers:
     def __init__(self, kernels, slots):
+        nbytes = 0
         for name, (copies, specs) in kernels.items():
             sets = [[np.empty(s, d) for s, d in specs] for _ in range(copies)]
             setattr(self, name, sets)
+            nbytes += sum(a.nbytes for b in sets for a in b)
         for name, (shape, dtype) in slots.items():
             setattr(self, name, np.empty(shape, dtype))
+            nbytes += getattr(self, name).nbytes
+        self.nbytes = nbytes
 
 
 _pool = None

@@ -185,3 +185,19 @@ def test_c_kernels_take_the_sizes_as_arguments():
     assert c.stats["compiles"] == 2             # one build serves every size from 9 on
     assert "tier: c" in str(c.kernels) and "[s0,7]" in str(c.kernels)
     assert "const int64_t s0" in c.code
+
+
+def test_a_dynamic_workspace_pools_buffers_per_size_within_a_budget(monkeypatch):
+    from tracegrad.codegen import support
+    ws = support.Workspace(sized=lambda s0: ({"k": (1, [((s0, 4), np.float32)])}, {}))
+    a = ws.take((3,))
+    assert a.k[0][0].shape == (3, 4) and a.size_of == {"s0": 3}
+    ws.give(a)
+    assert ws.take((3,)) is a                   # the same size: the same buffers
+    ws.give(a)
+    monkeypatch.setattr(support, "SIZES_BUDGET", 250)
+    b = ws.take((5,))                           # 80 bytes more: 128 in all, kept
+    ws.give(b)
+    c = ws.take((9,))                           # 144 more: 272, so the oldest (3) goes
+    ws.give(c)
+    assert (3,) not in ws._by_size and ws.take((5,)) is b

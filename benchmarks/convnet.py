@@ -1,0 +1,327 @@
+"""Convolutional networks: tracegrad eager, tracegrad compiled and PyTorch eager in one run.
+
+Two workloads, float32, all systems from the same weights and data:
+
+- ``resnet18``: ``tracegrad.models.resnet18`` (train mode) forward and backward, batch 8 at
+  3x64x64: ``(model(x) * w).sum().backward()`` (w fixed, random), the gradients of x and every parameter.
+- ``lenet``: one training step of the LeNet of PyTorch's "Neural Networks" tutorial at
+  batch 64 (1x32x32): forward, cross entropy, backward, SGD (momentum 0.9) step.
+
+How it is timed (the manner of suite.py, in one process): each system's first call is timed
+on its own (for tracegrad compiled: trace + compile + first run, then the C tier's build is
+awaited where a C compiler exists); each system's first call output is checked against
+PyTorch's (max|got - ref| / max|ref| over the loss and the gradients); then every system
+warms up for at least 0.5 s; then rounds in which each system runs once in turn, the order
+rotating, until every system has at least ``--seconds`` of repetitions (and 5). Interleaving
+makes a change in the machine's load touch every system alike. Reported: first call, median,
+minimum, median / PyTorch's median, and the aims (eager <= 2.5x, compiled <= 1.8x).
+Threads are left as each library defaults; the load average is printed before and after.
+
+    python benchmarks/convnet.py [--seconds 3] [--workloads resnet18,lenet] [--profile]
+
+``--profile`` adds, per workload, a cProfile of tracegrad eager's steady state (the top
+functions by internal time), which shows the split between GEMMs, window copies and Python.
+"""
+import argparse
+import cProfile
+import io
+import os
+import pstats
+import statistics
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import tracegrad as tg                  # noqa: E402
+from tracegrad.models import resnet18  # noqa: E402
+
+AIMS = {"tracegrad eager": 2.5, "tracegrad compiled": 1.8}
+WORKLOADS = ("resnet18", "lenet")
+
+
+# the workloads, per system -----------------------------------------------------------------
+
+def _tg_lenet():
+    nn, F = tg.nn, tg.nn.functional
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = nn.Conv2d(1, 6, 5)
+            self.conv2 = nn.Conv2d(6, 16, 5)
+            self.fc1 = nn.Linear(16 * 5 * 5, 120)
+            self.fc2 = nn.Linear(120, 84)
+            self.fc3 = nn.Linear(84, 10)
+
+        def forward(self, x):
+            x = F.max_pool2d(F.relu(self.conv1(x)), (2, 2))
+            x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+            x = tg.flatten(x, 1)
+            x = F.relu(self.fc1(x))
+            x = F.relu(self.fc2(x))
+            return self.fc3(x)
+    return Net()
+
+
+def _torch_lenet(torch):
+    nn, F = torch.nn, torch.nn.functional
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = nn.Conv2d(1, 6, 5)
+            self.conv2 = nn.Conv2d(6, 16, 5)
+            self.fc1 = nn.Linear(16 * 5 * 5, 120)
+            self.fc2 = nn.Linear(120, 84)
+            self.fc3 = nn.Linear(84, 10)
+
+        def forward(self, x):
+            x = F.max_pool2d(F.relu(self.conv1(x)), (2, 2))
+            x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+            x = torch.flatten(x, 1)
+            x = F.relu(self.fc1(x))
+            x = F.relu(self.fc2(x))
+            return self.fc3(x)
+    return Net()
+
+
+def _torch_resnet18(torch):
+    """torchvision's ResNet-18 in torch.nn (torchvision need not be installed)."""
+    nn = torch.nn
+
+    class Block(nn.Module):
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(cout)
+            self.relu = nn.ReLU(inplace=True)
+            self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(cout)
+            self.downsample = None
+            if stride != 1 or cin != cout:
+                self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
+                                                nn.BatchNorm2d(cout))
+
+        def forward(self, x):
+            out = self.bn2(self.conv2(self.relu(self.bn1(self.conv1(x)))))
+            out += x if self.downsample is None else self.downsample(x)
+            return self.relu(out)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
+            self.bn1 = nn.BatchNorm2d(64)
+            self.relu = nn.ReLU(inplace=True)
+            self.maxpool = nn.MaxPool2d(3, 2, 1)
+            chans = [(64, 64, 1), (64, 128, 2), (128, 256, 2), (256, 512, 2)]
+            for i, (cin, cout, s) in enumerate(chans, 1):
+                setattr(self, f"layer{i}", nn.Sequential(Block(cin, cout, s),
+                                                         Block(cout, cout, 1)))
+            self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+            self.fc = nn.Linear(512, 1000)
+
+        def forward(self, x):
+            x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+            x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+            return self.fc(torch.flatten(self.avgpool(x), 1))
+    return Net()
+
+
+def _copy_to_torch(torch, src, dst):
+    dst.load_state_dict({k: torch.from_numpy(v.numpy().copy())
+                         for k, v in src.state_dict().items()})
+
+
+def build(workload, system):
+    """``(step, outputs)``: ``step()`` runs one timed call; ``outputs()`` returns the arrays
+    checked against PyTorch's after the first call (loss first)."""
+    rng = np.random.default_rng(0)
+    tg.manual_seed(0)
+    if workload == "resnet18":
+        src = resnet18()
+        data = rng.standard_normal((8, 3, 64, 64), dtype=np.float32)
+    else:
+        src = _tg_lenet()
+        data = rng.standard_normal((64, 1, 32, 32), dtype=np.float32)
+        labels = rng.integers(0, 10, 64)
+    if system == "PyTorch eager":
+        import torch
+        model = _torch_resnet18(torch) if workload == "resnet18" else _torch_lenet(torch)
+        _copy_to_torch(torch, src, model)
+        lib, x = torch, torch.from_numpy(data)
+    else:
+        model, lib, x = src, tg, tg.tensor(data)
+    model.train()
+    state = {}
+    if workload == "resnet18":
+        x.requires_grad_(True)
+        # a weighted sum of the logits: a plain sum's gradient is the same for every sample,
+        # which train-mode BatchNorm nearly cancels (float32 results would differ at 1e-2)
+        weights = lib.from_numpy(rng.standard_normal((8, 1000), dtype=np.float32))
+
+        def loss_fn(inp):
+            return (model(inp) * weights).sum()
+        if system == "tracegrad compiled":
+            loss_fn = tg.compile(loss_fn)
+
+        def step():
+            x.grad = None
+            for p in model.parameters():
+                p.grad = None
+            loss = loss_fn(x)
+            loss.backward()
+            state["loss"] = loss
+            return loss
+
+        def outputs():
+            return [state["loss"].detach().numpy(), x.grad.numpy(),
+                    model.conv1.weight.grad.numpy(), model.fc.weight.grad.numpy()]
+    else:
+        y = lib.from_numpy(labels)
+        crit = lib.nn.CrossEntropyLoss()
+        opt = lib.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        w0 = model.conv1.weight.detach().numpy().copy()
+
+        def loss_fn(inp, tgt):
+            return crit(model(inp), tgt)
+        if system == "tracegrad compiled":
+            loss_fn = tg.compile(loss_fn)
+
+        def step():
+            opt.zero_grad()
+            loss = loss_fn(x, y)
+            loss.backward()
+            opt.step()
+            state["loss"] = loss
+            return loss
+
+        def outputs():      # the first step's loss, gradients and the update it made
+            return [state["loss"].detach().numpy(), model.conv1.weight.grad.numpy(),
+                    model.fc1.weight.grad.numpy(), model.conv1.weight.detach().numpy() - w0]
+    return step, outputs, loss_fn
+
+
+def rel_error(got, ref):
+    return max(float(np.abs(np.asarray(g, np.float64) - r).max() / max(np.abs(r).max(), 1e-30))
+               for g, r in zip(got, ref))
+
+
+# timing -------------------------------------------------------------------------------------
+
+def measure(workload, systems, seconds):
+    rows = {}
+    steps = {}
+    ref = None
+    for system in systems:
+        step, outputs, fn = build(workload, system)
+        t0 = time.perf_counter()
+        step()
+        first = time.perf_counter() - t0
+        c_ready = None
+        if system == "tracegrad compiled":
+            c_ready = _await_c_tier(fn)
+        got = [np.asarray(o, np.float64) for o in outputs()]
+        if system == "PyTorch eager":
+            ref = got
+        rows[system] = {"first_ms": first * 1e3, "got": got, "times": [], "c_tier": c_ready}
+        steps[system] = step
+    for system in systems:
+        rows[system]["error"] = None if ref is None else rel_error(rows[system]["got"], ref)
+        start = time.perf_counter()
+        while time.perf_counter() - start < 0.5:
+            steps[system]()
+    order = list(systems)
+    spent = dict.fromkeys(systems, 0.0)
+    while min(spent.values()) < seconds or min(len(r["times"]) for r in rows.values()) < 5:
+        for system in order:
+            t0 = time.perf_counter()
+            steps[system]()
+            dt = time.perf_counter() - t0
+            rows[system]["times"].append(dt)
+            spent[system] += dt
+        order = order[1:] + order[:1]
+    return rows, steps
+
+
+def _await_c_tier(compiled):
+    """The tier the compiled step ends on: waits for a background C build where one runs."""
+    try:
+        from tracegrad.runtime import tiers
+    except ImportError:
+        return None
+    names = []
+    for v in compiled._variants:
+        tiers.wait(v)
+        names.append(v.tier)
+    return ",".join(names)
+
+
+def profile_eager(workload, repeats=5, top=14):
+    step, _, _ = build(workload, "tracegrad eager")
+    step()
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(repeats):
+        step()
+    prof.disable()
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(top)
+    print(f"\ncProfile of tracegrad eager, {workload}, {repeats} steps (by internal time):")
+    text = out.getvalue()
+    print(text[text.find("ncalls") - 3:].rstrip())
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=3.0,
+                    help="seconds of timed repetitions per system and workload")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--profile", action="store_true", help="add a cProfile of eager")
+    args = ap.parse_args()
+    workloads = [w for w in args.workloads.split(",") if w]
+    systems = ["tracegrad eager", "tracegrad compiled"]
+    try:
+        import torch
+        systems.append("PyTorch eager")
+        torch_threads = torch.get_num_threads()
+    except ImportError:
+        torch_threads = None
+    load0 = os.getloadavg()[0]
+    results = {w: measure(w, systems, args.seconds)[0] for w in workloads}
+    load1 = os.getloadavg()[0]
+    print(f"convnets, float32, {os.cpu_count()} CPU(s), torch threads {torch_threads}, "
+          f"load average {load0:.2f} before / {load1:.2f} after")
+    print("resnet18: forward + backward, batch 8, 3x64x64, train mode; lenet: one SGD training "
+          "step, batch 64, 1x32x32")
+    print("first call on its own, then >= 0.5 s warm-up, then interleaved rounds "
+          f"(>= {args.seconds:g} s per system); err: max rel error vs PyTorch")
+    header = (f"{'workload':<10}{'system':<20}{'first ms':>10}{'median ms':>11}{'min ms':>9}"
+              f"{'reps':>6}{'/ PyTorch':>10}{'err':>9}  aim")
+    print(header)
+    print("-" * (len(header) + 12))
+    for w, rows in results.items():
+        ref = rows.get("PyTorch eager")
+        ref_ms = statistics.median(ref["times"]) * 1e3 if ref else None
+        for system, r in rows.items():
+            med = statistics.median(r["times"]) * 1e3
+            ratio = med / ref_ms if ref_ms else None
+            aim = ""
+            if system in AIMS and ratio is not None:
+                aim = f"<= {AIMS[system]}x " + ("met" if ratio <= AIMS[system] else "NOT met")
+            if r["c_tier"]:
+                aim += f" (tier: {r['c_tier']})"
+            err = "" if r["error"] is None else f"{r['error']:.1e}"
+            print(f"{w:<10}{system:<20}{r['first_ms']:>10.1f}{med:>11.2f}"
+                  f"{min(r['times']) * 1e3:>9.2f}{len(r['times']):>6}"
+                  f"{'' if ratio is None else f'{ratio:.2f}x':>10}{err:>9}  {aim}")
+    if args.profile:
+        for w in workloads:
+            profile_eager(w)
+
+
+if __name__ == "__main__":
+    main()
