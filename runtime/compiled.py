@@ -205,6 +205,8 @@ class CompiledFunction:
         v.traced_graph, v.sym_dims, v.raw_sig = traced.graph, traced.sym_dims, raw
         if v.sizes is not None:
             v.sizes.verified = getattr(traced, "verified", False)
+            if "guards" in os.environ.get("TRACEGRAD_LOG", ""):
+                print(f"tracegrad.compile: guard: {v.sizes.describe()}", file=sys.stderr)
         self._cache.setdefault(key, []).append(v)
         self._variants.append(v)
         self.stats["compiles"] += 1

@@ -201,3 +201,10 @@ def test_a_dynamic_workspace_pools_buffers_per_size_within_a_budget(monkeypatch)
     c = ws.take((9,))                           # 144 more: 272, so the oldest (3) goes
     ws.give(c)
     assert (3,) not in ws._by_size and ws.take((5,)) is b
+
+
+def test_the_size_guard_is_logged(monkeypatch, capsys):
+    monkeypatch.setenv("TRACEGRAD_LOG", "guards")
+    c = tg.compile(lambda x: x.sum() if x.shape[0] > 3 else x.prod(), dynamic=True)
+    c(tg.ones(5))
+    assert "guard: sizes s0 = x.shape[0] >= 2, s0 > 3" in capsys.readouterr().err
