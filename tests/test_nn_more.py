@@ -388,3 +388,138 @@ def test_all_new_names_are_exported():
     for name in ("LeakyReLU", "ELU", "Softplus", "Mish", "Hardswish", "Hardsigmoid", "PReLU",
                  "GLU", "SmoothL1Loss", "HuberLoss", "KLDivLoss"):
         assert name in nn.__all__ and getattr(nn, name).__name__ == name
+
+
+# ParameterList, ParameterDict, Unflatten, full backward hooks -----------------------------
+
+
+def test_parameter_list_and_dict_register_like_torch():
+    torch = _torch()
+
+    def build(lib):
+        class Net(lib.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.plist = lib.nn.ParameterList([lib.nn.Parameter(lib.ones(2)),
+                                                   lib.zeros(3)])
+                self.plist.append(lib.nn.Parameter(lib.ones(1, 2)))
+                self.pdict = lib.nn.ParameterDict({"a": lib.nn.Parameter(lib.ones(4))})
+                self.pdict["b"] = lib.zeros(2, 2)
+                self.pdict.update({"c": lib.nn.Parameter(lib.ones(1))})
+        return Net()
+    ref, mine = build(torch), build(tg)
+    assert [(k, tuple(v.shape)) for k, v in mine.state_dict().items()] == \
+        [(k, tuple(v.shape)) for k, v in ref.state_dict().items()]
+    assert [n for n, _ in mine.named_parameters()] == [n for n, _ in ref.named_parameters()]
+    assert len(mine.plist) == 3 and len(mine.pdict) == 3
+    assert isinstance(mine.plist[1], nn.Parameter) and mine.plist[1].requires_grad
+    assert isinstance(mine.pdict["b"], nn.Parameter)
+    assert list(mine.pdict.keys()) == ["a", "b", "c"] and "b" in mine.pdict
+    assert [tuple(p.shape) for p in mine.plist] == [(2,), (3,), (1, 2)]
+    assert tuple(mine.plist[-1].shape) == (1, 2) and len(mine.plist[1:]) == 2
+    mine.plist[0] = nn.Parameter(tg.zeros(5))
+    assert tuple(mine.state_dict()["plist.0"].shape) == (5,)
+    popped = mine.pdict.pop("a")
+    assert tuple(popped.shape) == (4,) and "pdict.a" not in mine.state_dict()
+    # parameters in the containers train
+    loss = sum((p * p).sum() for p in mine.plist) + mine.pdict["c"].sum()
+    loss.backward()
+    np.testing.assert_array_equal(mine.plist[2].grad.numpy(), 2 * np.ones((1, 2)))
+    np.testing.assert_array_equal(mine.pdict["c"].grad.numpy(), np.ones(1))
+
+
+def test_unflatten_and_flatten_match_torch():
+    torch = _torch()
+    x = np.arange(24.0).reshape(2, 12)
+    np.testing.assert_array_equal(nn.Unflatten(1, (3, 4))(tg.tensor(x)).numpy(),
+                                  torch.nn.Unflatten(1, (3, 4))(torch.tensor(x)).numpy())
+    y = nn.Unflatten(-1, (2, -1))(tg.tensor(x))
+    assert tuple(y.shape) == (2, 2, 6)
+    assert tuple(nn.Flatten()(y).shape) == (2, 12)
+    assert repr(nn.Unflatten(1, (3, 4))) == repr(torch.nn.Unflatten(1, (3, 4)))
+
+
+class _Two:
+    """A module with two tensor inputs and a non-tensor flag, two outputs, in either
+    library."""
+
+    @staticmethod
+    def build(lib):
+        class Two(lib.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = lib.nn.Linear(3, 3)
+
+            def forward(self, x, flag, y):
+                h = self.lin(x) * y
+                return h.tanh(), (h * 2 if flag else h).sum(1)
+        return Two()
+
+
+def _run_hooked(lib, prehook=None, hook=None, y_grad=True):
+    lib.manual_seed(0)
+    m = _Two.build(lib)
+    with lib.no_grad():
+        m.lin.weight.copy_(lib.tensor(np.linspace(-1, 1, 9).reshape(3, 3), dtype=lib.float32))
+        m.lin.bias.copy_(lib.tensor([0.1, -0.2, 0.3]))
+    calls = []
+
+    def record(mod, grad_input, grad_output):
+        calls.append(("hook", [None if g is None else g.detach().numpy().copy()
+                               for g in grad_input],
+                      [None if g is None else g.detach().numpy().copy() for g in grad_output]))
+        return hook(grad_input) if hook else None
+
+    def record_pre(mod, grad_output):
+        calls.append(("pre", [None if g is None else g.detach().numpy().copy()
+                              for g in grad_output]))
+        return prehook(grad_output) if prehook else None
+    m.register_full_backward_hook(record)
+    m.register_full_backward_pre_hook(record_pre)
+    x = lib.tensor(np.linspace(-1, 1, 6).reshape(2, 3), dtype=lib.float32, requires_grad=True)
+    y = lib.tensor(np.linspace(0.5, 1, 6).reshape(2, 3), dtype=lib.float32,
+                   requires_grad=y_grad)
+    a, b = m(x, True, y)
+    (a.sum() * 3 + b.sum()).backward()
+    return calls, x.grad.numpy(), None if y.grad is None else y.grad.numpy(), \
+        m.lin.weight.grad.numpy()
+
+
+@pytest.mark.parametrize("variant", ["observe", "replace_grad_input", "replace_grad_output",
+                                     "one_input_without_grad"])
+def test_full_backward_hooks_match_torch(variant):
+    torch = _torch()
+    kwargs = {
+        "observe": {},
+        "replace_grad_input": dict(hook=lambda gi: (gi[0] * 10, None, gi[2] * 0)),
+        "replace_grad_output": dict(prehook=lambda go: (go[0] * 2, go[1] * -1)),
+        "one_input_without_grad": dict(y_grad=False),
+    }[variant]
+    ref, mine = _run_hooked(torch, **kwargs), _run_hooked(tg, **kwargs)
+    calls_ref, calls_mine = ref[0], mine[0]
+    assert [c[0] for c in calls_mine] == [c[0] for c in calls_ref] == ["pre", "hook"]
+    for c_ref, c_mine in zip(calls_ref, calls_mine):
+        for grads_ref, grads_mine in zip(c_ref[1:], c_mine[1:]):
+            assert [g is None for g in grads_mine] == [g is None for g in grads_ref]
+            for g_ref, g_mine in zip(grads_ref, grads_mine):
+                if g_ref is not None:
+                    np.testing.assert_allclose(g_mine, g_ref, rtol=1e-6, atol=1e-7)
+    for a, b in zip(mine[1:], ref[1:]):
+        if b is None:
+            assert a is None
+        else:
+            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_full_backward_hook_without_input_grads_and_removal():
+    m = nn.Linear(3, 2)
+    seen = []
+    handle = m.register_full_backward_hook(lambda mod, gi, go: seen.append((gi, go[0].shape)))
+    m(tg.randn(4, 3)).sum().backward()          # only the parameters need grads
+    assert seen == [((None,), (4, 2))]
+    handle.remove()
+    m(tg.randn(4, 3, requires_grad=True)).sum().backward()
+    assert len(seen) == 1
+    with tg.no_grad():
+        m(tg.randn(4, 3, requires_grad=True))    # nothing recorded, nothing fires
+    assert len(seen) == 1

@@ -55,11 +55,12 @@ def _op_codes():
         for attr, fn in list(vars(mod).items()):
             if type(fn) is types.FunctionType and fn.__module__ == modname \
                     and not attr.startswith("_"):
-                names.setdefault(fn.__code__, set()).add(fn.__name__)
+                # a composite under a decorator (declare.backward_name) runs as its own code
+                names.setdefault(_inner(fn).__code__, set()).add(fn.__name__)
     for attr in _TENSOR_METHODS:
         fn = Tensor.__dict__.get(attr)
         if type(fn) is types.FunctionType:
-            names.setdefault(fn.__code__, set()).add(attr)
+            names.setdefault(_inner(fn).__code__, set()).add(attr)
     # A code object behind several ops (a factory's inner function) names none of them: its
     # frames are passed over and the primitive's own name is reported.
     codes = {code: n.pop() for code, n in names.items() if len(n) == 1}
@@ -69,6 +70,13 @@ def _op_codes():
             codes[fn.__code__] = None
     _codes_cache = (key, codes)
     return codes
+
+
+def _inner(fn):
+    """The function a ``functools.wraps`` decorator wraps, else ``fn``."""
+    while type(getattr(fn, "__wrapped__", None)) is types.FunctionType:
+        fn = fn.__wrapped__
+    return fn
 
 
 def _describe(values):

@@ -9,11 +9,12 @@ from .activation import (
     ELU, GELU, GLU, Hardsigmoid, Hardswish, LeakyReLU, LogSoftmax, Mish, PReLU, ReLU, Sigmoid,
     SiLU, Softmax, Softplus, Tanh,
 )
-from .container import ModuleDict, ModuleList, Sequential
+from .attention import MultiheadAttention
+from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from .dropout import Dropout
 from .fold import Fold, Unfold
-from .linear import Flatten, Identity, Linear
+from .linear import Flatten, Identity, Linear, Unflatten
 from .loss import (
     BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss,
     SmoothL1Loss,
@@ -30,6 +31,7 @@ from .padding import (
 )
 from .parameter import Parameter
 from .pixelshuffle import PixelShuffle, PixelUnshuffle
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from .pooling import (
     AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool1d, AdaptiveMaxPool2d,
     AdaptiveMaxPool3d, AvgPool1d, AvgPool2d, AvgPool3d, MaxPool1d, MaxPool2d, MaxPool3d,
@@ -37,6 +39,10 @@ from .pooling import (
 from .sparse import Embedding
 from .syncbatchnorm import SyncBatchNorm
 from . import parallel
+from .transformer import (
+    Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
+    TransformerEncoderLayer,
+)
 from .upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 
 __all__ = [
@@ -57,3 +63,7 @@ __all__ += ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "Av
             "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "Upsample", "UpsamplingNearest2d",
             "UpsamplingBilinear2d", "PixelShuffle", "PixelUnshuffle", "BatchNorm3d", "GroupNorm",
             "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LocalResponseNorm"]
+__all__ += ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell",
+            "MultiheadAttention", "Transformer", "TransformerEncoder", "TransformerDecoder",
+            "TransformerEncoderLayer", "TransformerDecoderLayer", "ParameterList",
+            "ParameterDict", "Unflatten"]

@@ -189,3 +189,118 @@ class ModuleDict(Module):
         items = modules.items() if hasattr(modules, "items") else modules
         for key, module in items:
             self[key] = module
+
+
+def _as_parameter(value):
+    """A tensor stored in a ParameterList/Dict becomes a Parameter, as in PyTorch; other
+    values are kept as plain attributes."""
+    from ..tensor import Tensor
+    from .parameter import Parameter
+    if isinstance(value, Tensor) and not isinstance(value, Parameter):
+        return Parameter(value)
+    return value
+
+
+class ParameterList(Module):
+    """A list of parameters registered under "0", "1", ..., so ``state_dict`` keys and
+    ``parameters()`` see them."""
+
+    def __init__(self, values=None):
+        super().__init__()
+        self._size = 0
+        if values is not None:
+            self.extend(values)
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return type(self)([self[i] for i in range(len(self))[idx]])
+        return getattr(self, str(_index(idx, len(self))))
+
+    def __setitem__(self, idx, param):
+        setattr(self, str(_index(idx, len(self))), _as_parameter(param))
+
+    def __len__(self):
+        return self._size
+
+    def __iter__(self):
+        return iter(self[i] for i in range(len(self)))
+
+    def __iadd__(self, parameters):
+        return self.extend(parameters)
+
+    def append(self, value):
+        self._size += 1
+        setattr(self, str(self._size - 1), _as_parameter(value))
+        return self
+
+    def extend(self, values):
+        for value in values:
+            self.append(value)
+        return self
+
+    def extra_repr(self):
+        lines = []
+        for i, p in enumerate(self):
+            size = "x".join(str(s) for s in p.shape)
+            lines.append(f"({i}): Parameter containing: [{p.type()} of size {size}]")
+        return "\n".join(lines)
+
+
+class ParameterDict(Module):
+    """A dict of parameters registered under their keys, in insertion order."""
+
+    def __init__(self, parameters=None):
+        super().__init__()
+        self._keys = {}
+        if parameters is not None:
+            self.update(parameters)
+
+    def __getitem__(self, key):
+        return getattr(self, key)
+
+    def __setitem__(self, key, value):
+        self._keys[key] = None
+        setattr(self, key, _as_parameter(value))
+
+    def __delitem__(self, key):
+        del self._keys[key]
+        delattr(self, key)
+
+    def __len__(self):
+        return len(self._keys)
+
+    def __iter__(self):
+        return iter(self._keys)
+
+    def __contains__(self, key):
+        return key in self._keys
+
+    def keys(self):
+        return self._keys.keys()
+
+    def items(self):
+        return ((k, self[k]) for k in self._keys)
+
+    def values(self):
+        return (self[k] for k in self._keys)
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+    def pop(self, key):
+        value = self[key]
+        del self[key]
+        return value
+
+    def clear(self):
+        for key in list(self._keys):
+            del self[key]
+
+    def update(self, parameters):
+        items = parameters.items() if hasattr(parameters, "items") else parameters
+        for key, value in items:
+            self[key] = value
+
+    def extra_repr(self):
+        return "\n".join(f"({k}): Parameter containing: [{p.type()} of size "
+                         f"{'x'.join(str(s) for s in p.shape)}]" for k, p in self.items())

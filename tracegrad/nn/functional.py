@@ -19,6 +19,8 @@ from ..ops import (
     where,
 )
 from ..ops.core import op_error
+from ..ops.declare import backward_name
+from .attention import scaled_dot_product_attention  # noqa: F401, E402
 from .functional_conv import (  # noqa: F401 - F.conv2d, F.pad, F.unfold, ...
     conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d, fold, pad,
     unfold,
@@ -60,6 +62,7 @@ def silu(input, inplace=False):
 
 
 
+@backward_name("LogSigmoidBackward0")
 def log_sigmoid(input):
     """log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)), which never overflows. At x = 0 the
     tie rule of ``minimum`` gives 1/2 and ``abs'(0) = 0``, so the slope is PyTorch's 1/2."""
@@ -75,6 +78,7 @@ def _inplace(input, fn):
     return input.copy_(fn(input.clone()))
 
 
+@backward_name("LeakyReluBackward0")
 def leaky_relu(input, negative_slope=0.01, inplace=False):
     """``x`` for ``x > 0``, else ``negative_slope * x``; the slope at 0 is ``negative_slope``,
     as in PyTorch."""
@@ -89,6 +93,7 @@ def _elu(input, alpha):
     return where(input > 0, input, expm1(input.clamp(max=0.0)) * alpha)
 
 
+@backward_name("EluBackward0")
 def elu(input, alpha=1.0, inplace=False):
     return _inplace(input, lambda x: _elu(x, alpha)) if inplace else _elu(input, alpha)
 
@@ -97,6 +102,7 @@ def _mish(input):
     return input * _tanh(softplus(input))
 
 
+@backward_name("MishBackward0")
 def mish(input, inplace=False):
     """``x * tanh(softplus(x))``."""
     return _inplace(input, _mish) if inplace else _mish(input)
@@ -112,6 +118,7 @@ def _hardswish(input):
     return input * _relu6_shifted(input) / 6
 
 
+@backward_name("HardswishBackward0")
 def hardswish(input, inplace=False):
     """``x * relu6(x + 3) / 6``."""
     return _inplace(input, _hardswish) if inplace else _hardswish(input)
@@ -121,6 +128,7 @@ def _hardsigmoid(input):
     return _relu6_shifted(input) / 6
 
 
+@backward_name("HardsigmoidBackward0")
 def hardsigmoid(input, inplace=False):
     """``relu6(x + 3) / 6``."""
     return _inplace(input, _hardsigmoid) if inplace else _hardsigmoid(input)
@@ -316,6 +324,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     return out
 
 
+@backward_name("NativeLayerNormBackward0")
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalise over the trailing ``normalized_shape`` dims (biased variance)."""
     normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) \

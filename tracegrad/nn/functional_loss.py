@@ -9,6 +9,7 @@ from ..ops import (
     abs, exp, gather, index_select, log, log1p, log_softmax as _log_softmax, masked_fill, where,
 )
 from ..ops.core import op_error
+from ..ops.declare import backward_name
 
 
 def _reduction(size_average, reduce, reduction, name):
@@ -31,6 +32,7 @@ def _reduce(loss, reduction):
     return loss
 
 
+@backward_name("MseLossBackward0")
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     reduction = _reduction(size_average, reduce, reduction, "mse_loss")
     if target.shape != input.shape:
@@ -82,6 +84,7 @@ def _divide_by_total(total_loss, total_weight):
     return where(empty, math.nan, total_loss / where(empty, 1.0, total_weight))
 
 
+@backward_name("NllLossBackward0")
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
              reduction="mean"):
     """The negative log-likelihood of class indices; ``mean`` divides by the summed weights
@@ -100,6 +103,7 @@ def _class_weight(weight, input):
     return weight.reshape((1, -1) + (1,) * (input.ndim - 2))
 
 
+@backward_name("NllLossBackward0")
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
                   reduction="mean", label_smoothing=0.0):
     """log_softmax over the class dim, then the NLL of class indices (``target`` integer) or
@@ -141,6 +145,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     return nll * (1 - label_smoothing) + smooth * (label_smoothing / n_classes)
 
 
+@backward_name("BinaryCrossEntropyBackward0")
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
                          reduction="mean"):
     """``-(t log x + (1 - t) log(1 - x))`` with each log clamped at -100, as PyTorch does."""
@@ -153,6 +158,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     return _reduce(loss if weight is None else loss * weight, reduction)
 
 
+@backward_name("BinaryCrossEntropyWithLogitsBackward0")
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
                                      reduction="mean", pos_weight=None):
     """``(1 - t) x - log_sigmoid(x)`` (times ``1 + (pos_weight - 1) t`` on the log term):
@@ -176,6 +182,7 @@ def _warn_target_size(input, target):
                       f"broadcasting. Please ensure they have the same size.", stacklevel=3)
 
 
+@backward_name("SmoothL1LossBackward0")
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """``0.5 d^2 / beta`` for ``|d| < beta``, else ``|d| - 0.5 beta``; ``beta = 0`` is L1."""
     _warn_target_size(input, target)
@@ -190,6 +197,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     return _reduce(where(z < beta, d * d * 0.5 / beta, z - 0.5 * beta), reduction)
 
 
+@backward_name("HuberLossBackward0")
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     """``0.5 d^2`` for ``|d| < delta``, else ``delta (|d| - 0.5 delta)``."""
     _warn_target_size(input, target)

@@ -16,6 +16,9 @@ import collections.abc
 import itertools
 from collections import OrderedDict
 
+from .. import creation
+from ..autograd import grad_mode
+from ..autograd.function import Function
 from ..autograd.grad_mode import no_grad
 from ..autograd.graph import RemovableHandle, _HookDict
 from ..tensor import Tensor, parse_to_args
@@ -73,6 +76,106 @@ def zero_grads(params, set_to_none=True):
                 p.grad.requires_grad_(False)
             p.grad.zero_()
 
+class _HookIdentity(Function):
+    """The identity on a module's tensor inputs or outputs that need gradients; its backward
+    hands the gradients to ``_BackwardHooks`` (PyTorch's ``BackwardHookFunction``)."""
+
+    @staticmethod
+    def forward(ctx, on_backward, *tensors):
+        ctx.on_backward = on_backward
+        return tensors
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return (None,) + tuple(ctx.on_backward(grads))
+
+
+class _BackwardHooks:
+    """One call's full backward hooks: the output identity records ``grad_output`` (after the
+    pre-hooks), the input identity calls the hooks with ``grad_input`` and ``grad_output``.
+    Gradient tuples have one entry per positional argument: None for a non-tensor, zeros
+    for a tensor that needs no gradient (as PyTorch reports them)."""
+
+    def __init__(self, module):
+        self.module = module
+        self.grad_outputs = None
+        self.input_index = None
+
+    @staticmethod
+    def _wrap(values, on_backward):
+        """``(values with the identity applied, positions of those that need grads, the
+        packing template)``; positions are None when nothing needs a gradient."""
+        template = [creation.zeros_like(v) if isinstance(v, Tensor) else None for v in values]
+        idx = [i for i, v in enumerate(values) if isinstance(v, Tensor) and v.requires_grad]
+        if not grad_mode.is_grad_enabled() or not idx:
+            return values, None, template
+        new = _HookIdentity.apply(on_backward, *[values[i] for i in idx])
+        new = new if isinstance(new, tuple) else (new,)
+        values = list(values)
+        for i, t in zip(idx, new):
+            values[i] = t
+        return tuple(values), idx, template
+
+    @staticmethod
+    def _pack(idx, grads, template):
+        out = list(template)
+        for i, g in zip(idx, grads):
+            out[i] = g
+        return tuple(out)
+
+    def wrap_inputs(self, args):
+        args, self.input_index, self.input_template = self._wrap(args, self._on_input_grads)
+        return args
+
+    def wrap_outputs(self, result):
+        single = not isinstance(result, tuple)
+        outs = (result,) if single else result
+        outs, self.output_index, self.output_template = self._wrap(outs, self._on_output_grads)
+        return outs[0] if single else outs
+
+    def _on_output_grads(self, grads):
+        grad_outputs = self._pack(self.output_index, grads, self.output_template)
+        for hook in list(self.module._backward_pre_hooks.values()):
+            res = hook(self.module, grad_outputs)
+            if res is None:
+                continue
+            res = tuple(res) if isinstance(res, (tuple, list)) else (res,)
+            if len(res) != len(grad_outputs):
+                raise RuntimeError(f"Backward pre hook returned an invalid number of "
+                                   f"grad_output, got {len(res)}, but expected "
+                                   f"{len(grad_outputs)}")
+            grad_outputs = res
+        if self.input_index is None:
+            # no input needs a gradient: the hooks fire now, with grad_input all None
+            grad_inputs = (None,) * len(self.input_template)
+            for hook in list(self.module._backward_hooks.values()):
+                res = hook(self.module, grad_inputs, grad_outputs)
+                if res is not None and not all(r is None for r in res):
+                    raise RuntimeError("Backward hook for Modules where no input requires "
+                                       "gradient should always return None or None for all "
+                                       "gradients.")
+        else:
+            self.grad_outputs = grad_outputs
+        return [grad_outputs[i] for i in self.output_index]
+
+    def _on_input_grads(self, grads):
+        if self.grad_outputs is None:
+            # the gradient reached the inputs without passing through the outputs
+            return grads
+        grad_inputs = self._pack(self.input_index, grads, self.input_template)
+        for hook in list(self.module._backward_hooks.values()):
+            res = hook(self.module, grad_inputs, self.grad_outputs)
+            if res is None:
+                continue
+            res = tuple(res) if isinstance(res, (tuple, list)) else (res,)
+            if len(res) != len(grad_inputs):
+                raise RuntimeError(f"Backward hook returned an invalid number of grad_input, "
+                                   f"got {len(res)}, but expected {len(grad_inputs)}")
+            grad_inputs = res
+        self.grad_outputs = None
+        return [grad_inputs[i] for i in self.input_index]
+
+
 class Module:
     """Base class for all neural network modules; subclasses define ``forward``."""
 
@@ -91,6 +194,8 @@ class Module:
         set_(self, "_modules", {})
         set_(self, "_forward_hooks", _HookDict())
         set_(self, "_forward_pre_hooks", _HookDict())
+        set_(self, "_backward_hooks", _HookDict())
+        set_(self, "_backward_pre_hooks", _HookDict())
 
     def forward(self, *input):
         raise NotImplementedError(
@@ -469,6 +574,18 @@ class Module:
         ``forward`` raised."""
         return _add_hook(self._forward_hooks, (hook, with_kwargs, always_call), prepend)
 
+    def register_full_backward_hook(self, hook, prepend=False):
+        """``hook(module, grad_input, grad_output)`` runs when the gradients with respect to
+        the module's positional tensor inputs are computed; it may return a new
+        ``grad_input`` tuple. Entries for inputs that get no gradient are None."""
+        return _add_hook(self._backward_hooks, hook, prepend)
+
+    def register_full_backward_pre_hook(self, hook, prepend=False):
+        """``hook(module, grad_output)`` runs when the gradients with respect to the module's
+        outputs are known, before the module's backward; it may return a new
+        ``grad_output`` tuple."""
+        return _add_hook(self._backward_pre_hooks, hook, prepend)
+
     def __call__(self, *args, **kwargs):
         compiled = self.__dict__.get("_compiled_call")
         if compiled is not None:            # Module.compile(): the compiled forward
@@ -483,7 +600,9 @@ class Module:
 
     def _call_impl(self, *args, **kwargs):
         """A call without compilation: forward pre-hooks, ``forward``, forward hooks."""
-        if not self._forward_pre_hooks and not self._forward_hooks:
+        backward_hooks = self.__dict__.get("_backward_hooks") or \
+            self.__dict__.get("_backward_pre_hooks")
+        if not self._forward_pre_hooks and not self._forward_hooks and not backward_hooks:
             return self.forward(*args, **kwargs)
         for hook, with_kwargs, _ in list(self._forward_pre_hooks.values()):
             if with_kwargs:
@@ -497,6 +616,9 @@ class Module:
                 res = hook(self, args)
                 if res is not None:
                     args = res if isinstance(res, tuple) else (res,)
+        if backward_hooks:
+            hooks = _BackwardHooks(self)
+            args = hooks.wrap_inputs(args)
         try:
             result = self.forward(*args, **kwargs)
         except Exception:
@@ -511,6 +633,8 @@ class Module:
             res = hook(self, args, kwargs, result) if with_kwargs else hook(self, args, result)
             if res is not None:
                 result = res
+        if backward_hooks:
+            result = hooks.wrap_outputs(result)
         return result
 
     # printing -----------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import math
 
 from .. import dtypes
 from .core import op_error
-from .declare import method
+from .declare import backward_name, method
 from .elementwise import (
     add, div, erf, exp, floor, isinf, log, mul, pow, sigmoid, sqrt, sub, tanh, where,
 )
@@ -21,6 +21,8 @@ def _reduced_count(input, dim):
 
 
 @method
+@backward_name(lambda input, dim=None, *_, **__: "MeanBackward1" if dim is not None
+               else "MeanBackward0")
 def mean(input, dim=None, keepdim=False, *, dtype=None):
     if dtype is not None:
         input = input.to(dtype)
@@ -32,6 +34,7 @@ def mean(input, dim=None, keepdim=False, *, dtype=None):
 
 
 @method
+@backward_name("VarBackward0")
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """Variance; ``correction`` (or ``unbiased``) defaults to Bessel's 1."""
     if correction is None:
@@ -44,6 +47,7 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
 
 
 @method
+@backward_name("StdBackward0")
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """sqrt(var); std'(0) = 0 as in PyTorch, where sqrt'(0) = inf would give inf * 0 = NaN."""
     v = var(input, dim, unbiased, keepdim, correction=correction)
@@ -60,6 +64,7 @@ def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
 
 
 @method
+@backward_name("LogsumexpBackward0")
 def logsumexp(input, dim, keepdim=False):
     """log(sum(exp(x))) without overflow; the shift is constant, so it is detached."""
     if not input.dtype.is_floating_point:
@@ -71,6 +76,7 @@ def logsumexp(input, dim, keepdim=False):
 
 
 @method
+@backward_name("SoftmaxBackward0")
 def softmax(input, dim=None, dtype=None, *, _stacklevel=None):
     if dtype is not None:
         input = input.to(dtype)
@@ -81,6 +87,7 @@ def softmax(input, dim=None, dtype=None, *, _stacklevel=None):
 
 
 @method
+@backward_name("LogSoftmaxBackward0")
 def log_softmax(input, dim=None, dtype=None, *, _stacklevel=None):
     if dtype is not None:
         input = input.to(dtype)
@@ -90,6 +97,7 @@ def log_softmax(input, dim=None, dtype=None, *, _stacklevel=None):
 
 
 @method
+@backward_name("GeluBackward0")
 def gelu(input, approximate="none"):
     """x * Phi(x); ``approximate='tanh'`` uses the tanh formula."""
     if approximate == "tanh":
@@ -102,11 +110,13 @@ def gelu(input, approximate="none"):
 
 
 @method
+@backward_name("SiluBackward0")
 def silu(input):
     return input * sigmoid(input)
 
 
 @method
+@backward_name("SoftplusBackward0")
 def softplus(input, beta=1.0, threshold=20.0):
     """``log1p(exp(beta x)) / beta``, or ``x`` where ``beta x > threshold``. The exp sees
     ``beta x`` clamped at the threshold: the branch ``where`` drops must stay finite, or its

@@ -14,6 +14,7 @@ is no second list of methods to keep in step::
 what eager autograd does not save fails there instead of in someone's backward pass.
 """
 import dis
+import functools
 
 from ..tensor import Tensor
 
@@ -139,3 +140,35 @@ def check_vjp_reads(prim):
 
 
 __all__ = ["method", "install_method", "TENSOR_METHODS", "reads", "check_vjp_reads"]
+
+
+_RENAMED = {}       # (node class, name) -> its subclass of that name
+
+
+def backward_name(name):
+    """Make a composite's result show PyTorch's node for it: ``F.mse_loss(...).grad_fn`` is a
+    ``MseLossBackward0`` as in PyTorch, not the node of the composite's last primitive.
+
+    ``name``: the node's name, or ``name(*args, **kwargs)`` choosing it from the call
+    (``mean`` is ``MeanBackward0`` over every element, ``MeanBackward1`` over dims). The
+    node stays the last primitive's (its gradient and inputs are that primitive's, so
+    ``next_functions`` shows the composition): its class becomes a subclass of the given
+    name, which ``grad_fn``, ``name()`` and the profiler's backward rows show.
+    """
+    def decorate(fn):
+        @functools.wraps(fn)
+        def named(*args, **kwargs):
+            out = fn(*args, **kwargs)
+            node = out._grad_fn if type(out) is Tensor else None
+            if node is not None and not any(type(a) is Tensor and a._grad_fn is node
+                                            for a in args):
+                label = name if type(name) is str else name(*args, **kwargs)
+                cls = type(node)
+                if cls.__name__ != label:
+                    sub = _RENAMED.get((cls, label))
+                    if sub is None:
+                        sub = _RENAMED[(cls, label)] = type(label, (cls,), {"__slots__": ()})
+                    node.__class__ = sub
+            return out
+        return named
+    return decorate
