@@ -200,12 +200,13 @@ def _connect(ctx, args, is_tensor, outs):
             meta.append(((), None, None))
             continue
         meta.append((o._data.shape, o._data.dtype, None))
+        marked = id(o) in non_diff      # read before an input returned is made an alias
         if id(o) in dirty:
             check_inplace(o, ctx.name())    # the forward wrote into this input
             o._vc.value += 1                # PyTorch bumps a dirty tensor's version once more
         elif id(o) in inputs:
             o = Tensor._make(o._data, vc=o._vc)    # an input returned unchanged: a new alias
-        if id(o) in non_diff or not o.is_floating_point():
+        if marked or not o.is_floating_point():
             o._requires_grad = o._requires_grad and id(o) in dirty
         elif id(o) in dirty and o._base is not None:
             # written through a view: the base gets a CopySlices history, as in core.inplace
