@@ -738,3 +738,4 @@ DTYPE_ERRORS = [
 
 import op_table_conv  # noqa: E402,F401 - convolution, padding and unfold/fold entries
 import op_table_pool  # noqa: E402,F401 - pooling, interpolation and pixel shuffle entries
+import op_table_more  # noqa: E402,F401 - scans, sorting, einsum and linalg entries

@@ -33,6 +33,12 @@ from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enab
 from .autograd.function import Function
 from .parallel import get_num_threads, set_num_threads
 from .serialization import load, save
+import importlib as _importlib
+_importlib.import_module("tracegrad.trace")  # loaded first, so tracegrad.trace is the op
+from . import linalg, testing
+from .linalg import det, inverse, logdet, slogdet
+from .ops.more_ops import *  # noqa: F401,F403 - trace among them, over the module's name
+from .type_info import finfo, iinfo
 
 _install_new_methods()
 

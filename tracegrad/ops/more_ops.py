@@ -1,0 +1,688 @@
+"""More of PyTorch's tensor ops: scans, sorting, triangles, diagonals, einsum, random draws.
+
+Primitives (one block each): ``cumsum``, ``cumprod``, ``argsort``, ``tril``/``triu``,
+``roll``, ``diagonal`` and its adjoint ``diagonal_scatter``, ``atan2``. Everything else is a
+composite of primitives: ``sort``/``topk``/``kthvalue`` gather the values at ``argsort``'s
+indices (so their gradients scatter back to those indices), ``einsum`` reduces an equation
+to ``diagonal``, ``sum``, ``permute``, ``reshape`` and batched ``matmul``, the random draws
+(``bernoulli``, ``normal``, ``multinomial``) build on ``rand``/``randn`` so ``manual_seed``
+governs them and a compiled function draws afresh each call.
+"""
+import builtins
+import math
+from collections import namedtuple
+
+import numpy as np
+
+from .. import dtypes
+from .._hooks import state as _hook_state
+from ..tensor import Tensor
+from .core import Primitive, bind, op_error
+from .declare import method
+from .elementwise import _as_float, abs, eq, exp, isinf, isnan, log1p, maximum, where
+from .index_ops import gather, index_select
+from .linalg import matmul
+from .reduce_ops import sum
+from .rules import broadcast, float_promote, norm_dim
+from .shape_ops import expand, flip, narrow, permute, reshape, squeeze, unsqueeze
+
+values_indices = namedtuple("values_indices", ["values", "indices"])
+
+
+def _scan_dtype(x, dim):
+    return x.dtype if x.dtype.is_floating_point else dtypes.int64
+
+
+def _rev_cumsum(g, dim):
+    """sum over j >= i of g_j along ``dim`` (the adjoint of cumsum)."""
+    return flip(cumsum(flip(g, dim), dim), dim)
+
+
+# cumsum ------------------------------------------------------------------------------------
+
+cumsum_p = Primitive(
+    "cumsum", lambda xp, x, dim: xp.cumsum(x, axis=dim), dtype=_scan_dtype,
+    shape=lambda s, dim: tuple(s),
+    vjp=(lambda g, x, out, dim: _rev_cumsum(g, dim),),
+    np="np.cumsum({self}, axis={dim})")
+
+
+# cumprod -----------------------------------------------------------------------------------
+
+def _cumprod_grad(g, x, out, dim):
+    """d/dx_j of sum_i g_i prod_{k<=i} x_k, exact where x holds zeros (as PyTorch's is).
+
+    Before the first zero z the usual form (reverse cumsum of g*out) / x holds; at z it is
+    the reverse cumsum of g times the cumprod with x_z replaced by 1; at the second zero z2
+    the same with x_z and x_z2 replaced, times x_z (0, but its derivative is not); later
+    it is 0. All are tensor expressions, exact to first order, so the rule is
+    differentiable again."""
+    zero = eq(x, 0)
+    count = cumsum(zero, dim)
+    first = zero & eq(count, 1)
+    second = zero & eq(count, 2)
+    safe = where(zero, 1.0, x)
+    at_first = _rev_cumsum(g * cumprod(where(first, 1.0, x), dim), dim)
+    x_first = sum(where(first, x, 0.0), dim, keepdim=True)
+    at_second = _rev_cumsum(g * cumprod(where(first | second, 1.0, x), dim), dim) * x_first
+    before = _rev_cumsum(g * out, dim) / safe
+    return where(first, at_first, where(second, at_second, where(zero, 0.0, before)))
+
+
+cumprod_p = Primitive(
+    "cumprod", lambda xp, x, dim: xp.cumprod(x, axis=dim), dtype=_scan_dtype,
+    shape=lambda s, dim: tuple(s),
+    vjp=(lambda g, x, out, dim: _cumprod_grad(g, x, out, dim),), saves=("self", "result"),
+    np="np.cumprod({self}, axis={dim})")
+
+
+def _scan(prim, input, dim, dtype):
+    if dtype is not None:
+        input = input.to(dtype)
+    if input.ndim == 0:
+        return bind(prim, reshape(input, (1,)), dim=0).reshape(())
+    return bind(prim, input, dim=norm_dim(dim, input.ndim))
+
+
+@method
+def cumsum(input, dim, *, dtype=None):
+    return _scan(cumsum_p, input, dim, dtype)
+
+
+@method
+def cumprod(input, dim, *, dtype=None):
+    return _scan(cumprod_p, input, dim, dtype)
+
+
+# sorting -----------------------------------------------------------------------------------
+
+def _argsort_impl(xp, x, dim, descending, stable):
+    kind = "stable" if stable else None
+    if not descending:
+        return xp.argsort(x, axis=dim, kind=kind)
+    # stable descending: sort the reversed array ascending, then reverse the result, so equal
+    # values keep their original order (a NaN sorts as the largest value, as in PyTorch)
+    n = x.shape[dim]
+    idx = xp.argsort(xp.flip(x, dim), axis=dim, kind="stable")
+    return xp.flip(n - 1 - idx, dim)
+
+
+argsort_p = Primitive(
+    "argsort", _argsort_impl, dtype=lambda x, **_: dtypes.int64,
+    shape=lambda s, **_: tuple(s), kind="other")
+
+
+def _sort_dim(input, dim):
+    return norm_dim(dim, input.ndim) if input.ndim else 0
+
+
+@method
+def argsort(input, dim=-1, descending=False, *, stable=False):
+    if input.ndim == 0:
+        return bind(argsort_p, input.reshape(1), dim=0, descending=descending,
+                    stable=stable).reshape(())
+    return bind(argsort_p, input, dim=_sort_dim(input, dim), descending=bool(descending),
+                stable=bool(stable))
+
+
+@method
+def sort(input, dim=-1, descending=False, *, stable=False):
+    """``(values, indices)``; the gradient of ``values`` scatters to ``indices``."""
+    idx = argsort(input, dim, descending, stable=stable)
+    if input.ndim == 0:
+        return values_indices(input.clone(), idx)
+    return values_indices(gather(input, dim, idx), idx)
+
+
+@method
+def msort(input):
+    return sort(input, 0).values
+
+
+@method
+def topk(input, k, dim=-1, largest=True, sorted=True):
+    d = _sort_dim(input, dim)
+    n = input.shape[d] if input.ndim else 1
+    if not 0 <= k <= n:
+        raise op_error("topk", "selected index k out of range", IndexError)
+    if input.ndim == 0:
+        return values_indices(input.clone(), argsort(input))
+    idx = narrow(argsort(input, d, descending=largest, stable=True), d, 0, k)
+    return values_indices(gather(input, d, idx), idx)
+
+
+@method
+def kthvalue(input, k, dim=-1, keepdim=False):
+    d = _sort_dim(input, dim)
+    n = input.shape[d] if input.ndim else 1
+    if not 1 <= k <= n:
+        raise op_error("kthvalue", f"kthvalue(): selected number k out of range for dimension "
+                                   f"{d}", IndexError)
+    if input.ndim == 0:
+        return values_indices(input.clone(), argsort(input))
+    idx = narrow(argsort(input, d, stable=True), d, k - 1, 1)
+    values = gather(input, d, idx)
+    if not keepdim:
+        values, idx = squeeze(values, d), squeeze(idx, d)
+    return values_indices(values, idx)
+
+
+# triangles, roll, diagonals ----------------------------------------------------------------
+
+def _tri_shape(s, diagonal):
+    if len(s) < 2:
+        raise RuntimeError("tril/triu: input tensor must have at least 2 dimensions")
+    return tuple(s)
+
+
+tril_p = Primitive(
+    "tril", lambda xp, x, diagonal: xp.tril(x, diagonal), dtype=lambda x, **_: x.dtype,
+    shape=_tri_shape, vjp=(lambda g, x, out, diagonal: tril(g, diagonal),),
+    np="np.tril({self}, {diagonal})")
+triu_p = Primitive(
+    "triu", lambda xp, x, diagonal: xp.triu(x, diagonal), dtype=lambda x, **_: x.dtype,
+    shape=_tri_shape, vjp=(lambda g, x, out, diagonal: triu(g, diagonal),),
+    np="np.triu({self}, {diagonal})")
+
+
+@method
+def tril(input, diagonal=0):
+    return bind(tril_p, input, diagonal=int(diagonal))
+
+
+@method
+def triu(input, diagonal=0):
+    return bind(triu_p, input, diagonal=int(diagonal))
+
+
+roll_p = Primitive(
+    "roll", lambda xp, x, shifts, dims: xp.roll(x, shifts, axis=dims),
+    dtype=lambda x, **_: x.dtype, shape=lambda s, **_: tuple(s),
+    vjp=(lambda g, x, out, shifts, dims: bind(roll_p, g, shifts=tuple(-s for s in shifts),
+                                              dims=dims),),
+    np="np.roll({self}, {shifts}, axis={dims})")
+
+
+@method
+def roll(input, shifts, dims=None):
+    shifts = tuple(shifts) if isinstance(shifts, (tuple, list)) else (int(shifts),)
+    if dims is None:
+        if len(shifts) != 1:
+            raise op_error("roll", f"`shifts` required to be a single integer when `dims` is "
+                                   f"not given, got {len(shifts)} shifts")
+        flat = bind(roll_p, reshape(input, (-1,)), shifts=shifts, dims=(0,))
+        return reshape(flat, input.shape)
+    dims = tuple(dims) if isinstance(dims, (tuple, list)) else (dims,)
+    if len(dims) != len(shifts):
+        raise op_error("roll", f"shifts and dimensions must align. shifts: {len(shifts)}, "
+                               f"dims:{len(dims)}")
+    return bind(roll_p, input, shifts=tuple(int(s) for s in shifts),
+                dims=tuple(norm_dim(d, input.ndim) for d in dims))
+
+
+def _diagonal_shape(s, offset, dim1, dim2):
+    if dim1 == dim2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    n = max(0, min(s[dim1] - max(-offset, 0), s[dim2] - max(offset, 0)))
+    return tuple(v for i, v in enumerate(s) if i not in (dim1, dim2)) + (n,)
+
+
+def _diagonal_scatter_impl(xp, g, offset, dim1, dim2, shape):
+    out = xp.zeros(shape, dtype=g.dtype)
+    view = xp.moveaxis(out, (dim1, dim2), (-2, -1))
+    n = g.shape[-1]
+    rows = xp.arange(n) + max(-offset, 0)
+    view[..., rows, rows + offset] = g
+    return out
+
+
+diagonal_p = Primitive(
+    "diagonal", lambda xp, x, offset, dim1, dim2: xp.diagonal(x, offset, dim1, dim2).copy(),
+    dtype=lambda x, **_: x.dtype, shape=_diagonal_shape,
+    vjp=(lambda g, x, out, offset, dim1, dim2: bind(
+        diagonal_scatter_p, g, offset=offset, dim1=dim1, dim2=dim2, shape=x.shape),),
+    np="np.diagonal({self}, {offset}, {dim1}, {dim2}).copy()")
+
+diagonal_scatter_p = Primitive(
+    "diagonal_scatter", _diagonal_scatter_impl, args=("grad",), dtype=lambda g, **_: g.dtype,
+    shape=lambda s, offset, dim1, dim2, shape: tuple(shape),
+    vjp=(lambda g, gd, out, offset, dim1, dim2, shape: bind(
+        diagonal_p, g, offset=offset, dim1=dim1, dim2=dim2),),
+    node="DiagonalBackwardBackward0")
+
+
+@method
+def diagonal(input, offset=0, dim1=0, dim2=1):
+    """The diagonal as a new tensor (PyTorch returns a view; writes to it do not reach the
+    input here)."""
+    return bind(diagonal_p, input, offset=int(offset), dim1=norm_dim(dim1, input.ndim),
+                dim2=norm_dim(dim2, input.ndim))
+
+
+@method
+def diag_embed(input, offset=0, dim1=-2, dim2=-1):
+    n = input.shape[-1] + _abs_int(offset)
+    nd = input.ndim + 1
+    d1, d2 = norm_dim(dim1, nd), norm_dim(dim2, nd)
+    shape = list(input.shape[:-1])
+    for d in sorted((d1, d2)):
+        shape.insert(d, n)
+    return bind(diagonal_scatter_p, input, offset=int(offset), dim1=d1, dim2=d2,
+                shape=tuple(shape))
+
+
+def _abs_int(v):
+    return v if v >= 0 else -v
+
+
+@method
+def diag(input, diagonal=0):
+    if input.ndim == 1:
+        return diag_embed(input, diagonal, 0, 1)
+    if input.ndim != 2:
+        raise op_error("diag", "diag(): Supports 1D or 2D tensors. Got "
+                               f"{input.ndim}D")
+    return bind(diagonal_p, input, offset=int(diagonal), dim1=0, dim2=1)
+
+
+@method
+def trace(input):
+    if input.ndim != 2:
+        raise op_error("trace", f"trace: expected a matrix, but got tensor with dim {input.ndim}")
+    return sum(diagonal(input))
+
+
+# atan2, logaddexp, nan_to_num ----------------------------------------------------------------
+
+atan2_p = Primitive(
+    "atan2", lambda xp, a, b: xp.arctan2(_as_float(a), _as_float(b)), args=("self", "other"),
+    dtype=float_promote, shape=broadcast,
+    vjp=(lambda g, a, b, out: g * b / (a * a + b * b),
+         lambda g, a, b, out: -g * a / (a * a + b * b)),
+    saves=("self", "other"), np="np.arctan2({self}, {other})",
+    np_out="np.arctan2({self}, {other}, out={out})", c="atan2({self}, {other})",
+    kind="elementwise")
+
+
+@method
+def atan2(input, other):
+    """The angle of (other, input), elementwise; ints and bools give the default float."""
+    return bind(atan2_p, input, other)
+
+
+@method
+def arctan2(input, other):
+    return bind(atan2_p, input, other)
+
+
+@method
+def logaddexp(input, other):
+    """log(exp(a) + exp(b)) = max + log1p(exp(-|a - b|)); at a tie each side gets 1/2, and
+    equal infinities give themselves (their difference would be NaN)."""
+    return maximum(input, other) + log1p(exp(-abs(_tie_free_diff(input, other))))
+
+
+@method
+def logaddexp2(input, other):
+    ln2 = math.log(2.0)
+    diff = _tie_free_diff(input, other)
+    return maximum(input, other) + log1p(exp(-abs(diff) * ln2)) / ln2
+
+
+def _tie_free_diff(a, b):
+    """a - b, with 0 where a == b (so equal infinities give 0, not NaN)."""
+    same = eq(a, b)
+    return where(same, 0.0, a) - where(same, 0.0, b)
+
+
+@method
+def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
+    """NaN to ``nan``, +-inf to ``posinf``/``neginf`` (the dtype's extremes by default); the
+    gradient passes where the input is finite, as PyTorch's does."""
+    if not input.dtype.is_floating_point:
+        return input.clone()
+    info = np.finfo(input.dtype.np)
+    posinf = float(info.max) if posinf is None else posinf
+    neginf = float(info.min) if neginf is None else neginf
+    inf = isinf(input)
+    out = where(isnan(input), nan, where(inf & (input > 0), posinf,
+                                         where(inf, neginf, input)))
+    return out if out.dtype is input.dtype else out.to(input.dtype)
+
+
+# repeat_interleave, meshgrid -------------------------------------------------------------------
+
+@method
+def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
+    from ..creation import arange, tensor
+    if repeats is None:       # repeat_interleave(repeats): the indices 0, 0, 1, 2, 2, ...
+        reps = input
+        return repeat_interleave(arange(reps.shape[0]), reps, 0)
+    if dim is None:
+        input, dim = reshape(input, (-1,)), 0
+    d = norm_dim(dim, input.ndim)
+    if isinstance(repeats, Tensor) and repeats.numel() != 1:
+        counts = repeats.tolist()         # the output's size depends on them (a guard)
+        if len(counts) != input.shape[d]:
+            raise op_error("repeat_interleave", "repeats must have the same size as input along "
+                                                "dim")
+        idx = np.repeat(np.arange(input.shape[d]), counts)
+        return index_select(input, d, tensor(idx, dtype=dtypes.int64))
+    r = int(repeats.item() if isinstance(repeats, Tensor) else repeats)
+    if r < 0:
+        raise op_error("repeat_interleave", "repeats can not be negative")
+    shape = list(input.shape)
+    x = unsqueeze(input, d + 1)
+    x = expand(x, *(shape[:d + 1] + [r] + shape[d + 1:]))
+    return reshape(x, tuple(shape[:d] + [shape[d] * r] + shape[d + 1:]))
+
+
+def meshgrid(*tensors, indexing="ij"):
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing not in ("ij", "xy"):
+        raise op_error("meshgrid", f'torch.meshgrid: indexing must be one of "xy" or "ij", but '
+                                   f'received: {indexing}')
+    ts = list(tensors)
+    swap = indexing == "xy" and len(ts) >= 2
+    if swap:
+        ts[0], ts[1] = ts[1], ts[0]
+    shape = tuple(t.numel() for t in ts)
+    outs = []
+    for i, t in enumerate(ts):
+        view = [1] * len(ts)
+        view[i] = -1
+        outs.append(expand(reshape(t, tuple(view)), *shape))
+    if swap:
+        outs[0], outs[1] = outs[1], outs[0]
+    return tuple(outs)
+
+
+# einsum ------------------------------------------------------------------------------------
+
+def _parse_einsum(equation, operands):
+    """Each operand's labels (one character each; an ellipsis becomes labels ``0``, ``1``,
+    ... right-aligned over its dims) and the output's labels."""
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(operands):
+        raise op_error("einsum", "einsum(): more operands were provided than specified in the "
+                                 "equation" if len(operands) > len(terms) else
+                       "einsum(): fewer operands were provided than specified in the equation")
+    ell_n = 0
+    labels = []
+    for term, op in zip(terms, operands):
+        if "..." in term:
+            pre, _, post = term.partition("...")
+            n = op.ndim - len(pre) - len(post)
+            if n < 0:
+                raise op_error("einsum", f"einsum(): the number of subscripts in the equation "
+                                         f"({len(pre) + len(post)}) is more than the number of "
+                                         f"dimensions ({op.ndim}) for operand")
+            ell_n = max(ell_n, n)
+            labels.append(list(pre) + [None] * n + list(post))
+        else:
+            if len(term) != op.ndim:
+                raise op_error("einsum", f"einsum(): the number of subscripts in the equation "
+                                         f"({len(term)}) does not match the number of dimensions "
+                                         f"({op.ndim}) for operand and no ellipsis was given")
+            labels.append(list(term))
+    for term, labs in zip(terms, labels):      # ellipsis dims, right-aligned across operands
+        k = builtins.sum(1 for v in labs if v is None)
+        it = iter(str(ell_n - k + j) for j in range(k))
+        labs[:] = [next(it) if v is None else v for v in labs]
+    ell = [str(j) for j in range(ell_n)]
+    for labs in labels:
+        for v in labs:
+            if not (v.isdigit() or v.isalpha()):
+                raise op_error("einsum", "einsum(): invalid subscript given at index in the "
+                                         "equation string, subscripts must be in [a-zA-Z]")
+    if arrow:
+        if "..." in rhs:
+            pre, _, post = rhs.partition("...")
+            out = list(pre) + ell + list(post)
+        else:
+            out = list(rhs)
+        seen = {v for labs in labels for v in labs}
+        for v in out:
+            if v not in seen:
+                raise op_error("einsum", f"einsum(): output subscript {v} does not appear in the "
+                                         f"equation for any input operand")
+        if len(set(out)) != len(out):
+            raise op_error("einsum", "einsum(): output subscript appears more than once in the "
+                                     "output")
+    else:
+        counts = {}
+        for labs in labels:
+            for v in labs:
+                counts[v] = counts.get(v, 0) + 1
+        out = ell + sorted(v for v, c in counts.items() if c == 1 and not v.isdigit())
+    return labels, out
+
+
+def _take_diagonals(x, labs):
+    """Repeated labels within one operand select its diagonal (``ii->i``)."""
+    labs = list(labs)
+    while True:
+        dup = next((v for v in labs if labs.count(v) > 1), None)
+        if dup is None:
+            return x, labs
+        i = labs.index(dup)
+        j = labs.index(dup, i + 1)
+        x = bind(diagonal_p, x, offset=0, dim1=i, dim2=j)
+        labs = [v for k, v in enumerate(labs) if k not in (i, j)] + [dup]
+
+
+def _sum_labels(x, labs, drop):
+    dims = tuple(i for i, v in enumerate(labs) if v in drop)
+    if not dims:
+        return x, labs
+    return sum(x, dims), [v for v in labs if v not in drop]
+
+
+def _contract(a, la, b, lb, keep):
+    """``a`` and ``b`` multiplied over shared labels, summed over shared labels not in
+    ``keep``: a batched matmul over [batch, left, contracted] x [batch, contracted, right]."""
+    batch = [v for v in la if v in lb and v in keep]
+    con = [v for v in la if v in lb and v not in keep]
+    left = [v for v in la if v not in lb]
+    right = [v for v in lb if v not in la]
+    size = dict(zip(la, a.shape))
+    size.update(zip(lb, b.shape))
+    pa = permute(a, tuple(la.index(v) for v in batch + left + con))
+    pb = permute(b, tuple(lb.index(v) for v in batch + con + right))
+    nb = math.prod(size[v] for v in batch)
+    nl, nc = math.prod(size[v] for v in left), math.prod(size[v] for v in con)
+    nr = math.prod(size[v] for v in right)
+    out = matmul(reshape(pa, (nb, nl, nc)), reshape(pb, (nb, nc, nr)))
+    return reshape(out, tuple(size[v] for v in batch + left + right)), batch + left + right
+
+
+def einsum(equation, *operands):
+    """Einstein summation over any equation PyTorch accepts: explicit or implicit output,
+    ``...`` (broadcast across operands), repeated labels within an operand (diagonals and
+    traces). Operands contract left to right, each pair as one batched matmul. The sublist
+    form ``einsum(a, [0, 1], b, [1, 2], [0, 2])`` is accepted too."""
+    if not isinstance(equation, str):
+        equation, operands = _sublist_equation((equation,) + operands)
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    if not operands:
+        raise op_error("einsum", "einsum(): must provide at least one operand")
+    labels, out = _parse_einsum(equation, operands)
+    # a label's size: dims of size 1 broadcast against the others (as PyTorch's ellipsis do)
+    size = {}
+    for op_, labs in zip(operands, labels):
+        for v, n in zip(labs, op_.shape):
+            if size.get(v, 1) != 1 and n not in (1, size[v]):
+                raise op_error("einsum", "einsum(): operands do not broadcast with remapped "
+                                         "shapes (original->remapped)")
+            size[v] = n if size.get(v, 1) == 1 else size[v]
+    terms = []
+    for op_, labs in zip(operands, labels):
+        x, labs = _take_diagonals(op_, labs)
+        full = tuple(size[v] for v in labs)
+        if tuple(x.shape) != full:
+            x = expand(x, *full)
+        terms.append((x, labs))
+    x, labs = terms[0]
+    for k in range(1, len(terms)):
+        y, ly = terms[k]
+        rest = {v for _, ls in terms[k + 1:] for v in ls} | set(out)
+        # labels that only one side holds and nobody needs later are summed first
+        x, labs = _sum_labels(x, labs, {v for v in labs if v not in rest and v not in ly})
+        y, ly = _sum_labels(y, ly, {v for v in ly if v not in rest and v not in labs})
+        x, labs = _contract(x, labs, y, ly, rest)
+    x, labs = _sum_labels(x, labs, {v for v in labs if v not in out})
+    if labs != out:
+        x = permute(x, tuple(labs.index(v) for v in out))
+    return x
+
+
+def _sublist_equation(args):
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+    def term(sub):
+        return "".join("..." if s is Ellipsis else letters[s] for s in sub)
+    ops, terms = [], []
+    args = list(args)
+    while len(args) >= 2:
+        ops.append(args.pop(0))
+        terms.append(term(args.pop(0)))
+    eqn = ",".join(terms) + ("->" + term(args[0]) if args else "")
+    return eqn, tuple(ops)
+
+
+# random draws ------------------------------------------------------------------------------
+
+@method
+def bernoulli(input, p=None, *, generator=None):
+    """1 with probability ``input`` (or ``p``), else 0, in ``input``'s dtype; no gradient."""
+    from ..creation import rand
+    prob = input if p is None else p
+    u = rand(input.shape, generator=generator, dtype=input.dtype if input.dtype
+             .is_floating_point else dtypes.get_default_dtype())
+    out = (u < prob).to(input.dtype)
+    # PyTorch's result takes part in autograd with a zero gradient
+    return out + input * 0 if input.requires_grad and input.dtype.is_floating_point else out
+
+
+@method("bernoulli_")
+def _bernoulli_(self, p=0.5, *, generator=None):
+    return self.copy_(bernoulli(self, p, generator=generator))
+
+
+def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None,
+           requires_grad=False):
+    """Samples of N(mean, std**2). Tensor ``mean``/``std`` broadcast; their gradient is
+    zero, as in PyTorch (a sample is not reparametrised)."""
+    from ..creation import randn
+    tensors = [t for t in (mean, std) if isinstance(t, Tensor)]
+    if not tensors:
+        if size is None:
+            raise op_error("normal", "normal() missing the 'size' argument for float mean and "
+                                     "std", TypeError)
+        z = randn(size, generator=generator, dtype=dtype, device=device)
+        out = z * std + mean
+        return out.requires_grad_(True) if requires_grad else out
+    if isinstance(std, Tensor) and _hook_state.tracer is None and bool((std < 0).any()):
+        raise op_error("normal", "normal expects all elements of std >= 0.0")
+    shape = broadcast(*[t.shape for t in tensors])
+    dt = dtypes.result_type(*tensors)
+    z = randn(shape, generator=generator, dtype=dt, device=tensors[0].device)
+    sample = (z * (std.detach() if isinstance(std, Tensor) else std)
+              + (mean.detach() if isinstance(mean, Tensor) else mean))
+    for t in tensors:       # zero gradients to mean and std
+        sample = sample + t * 0
+    return sample
+
+
+@method
+def multinomial(input, num_samples, replacement=False, *, generator=None):
+    """Indices drawn by the (unnormalised) weights in the last dim of a 1-D or 2-D input.
+
+    With replacement: the count of cumulative weights at or below a uniform draw. Without:
+    the ``num_samples`` smallest of Exp(1) / w (the exponential race), so no category is
+    drawn twice and zero weights only when nothing else is left (an error, as in PyTorch)."""
+    from ..creation import rand
+    from .elementwise import log
+    if input.ndim not in (1, 2):
+        raise op_error("multinomial", "prob_dist must be 1 or 2 dim")
+    if not input.dtype.is_floating_point:
+        raise op_error("multinomial", "multinomial only supports floating-point dtypes for input")
+    n = input.shape[-1]
+    if num_samples <= 0:
+        raise op_error("multinomial", "cannot sample n_sample <= 0 samples")
+    if not replacement and num_samples > n:
+        raise op_error("multinomial", "cannot sample n_sample > prob_dist.size(-1) samples "
+                                      "without replacement")
+    w = input.detach()
+    if _hook_state.tracer is None:
+        data = w._data
+        if (data < 0).any() or not np.isfinite(data).all():
+            raise op_error("multinomial", "probability tensor contains either `inf`, `nan` or "
+                                          "element < 0")
+        nonzero = (data > 0).sum(-1)
+        if (nonzero == 0).any():
+            raise op_error("multinomial", "invalid multinomial distribution (sum of "
+                                          "probabilities <= 0)")
+        if not replacement and (nonzero < num_samples).any():
+            raise op_error("multinomial", "invalid multinomial distribution (with "
+                                          "replacement=False, not enough non-negative category "
+                                          "to sample)")
+    batch = tuple(w.shape[:-1])
+    if replacement:
+        cdf = cumsum(w, -1)
+        cdf = cdf / narrow(cdf, -1, n - 1, 1)
+        u = rand(batch + (num_samples,), generator=generator, dtype=w.dtype)
+        below = unsqueeze(cdf, -2) <= unsqueeze(u, -1)
+        idx = sum(below, -1)
+        return where(idx > n - 1, n - 1, idx)
+    u = rand(batch + (n,), generator=generator, dtype=w.dtype)
+    positive = w > 0
+    keys = where(positive, -log(1 - u) / where(positive, w, 1.0), math.inf)
+    return narrow(argsort(keys, -1, stable=True), -1, 0, num_samples)
+
+
+# comparisons ---------------------------------------------------------------------------------
+
+@method
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """|input - other| <= atol + rtol * |other|, elementwise; equal values (infinities too)
+    are close; NaN is close to NaN only with ``equal_nan``."""
+    if isinstance(other, Tensor) and input.dtype is not other.dtype:
+        raise op_error("isclose", f"{input.dtype.name.capitalize()} did not match "
+                                  f"{other.dtype.name.capitalize()}")
+    if rtol < 0:
+        raise op_error("isclose", f"rtol must be greater than or equal to zero, but got {rtol}")
+    if atol < 0:
+        raise op_error("isclose", f"atol must be greater than or equal to zero, but got {atol}")
+    a, b = input.detach(), other.detach() if isinstance(other, Tensor) else other
+    same = eq(a, b)
+    if input.dtype is dtypes.bool or not input.dtype.is_floating_point and rtol == 0 \
+            and atol == 0:
+        return same
+    af = a if a.dtype.is_floating_point else a.to(dtypes.get_default_dtype())
+    bf = b.to(af.dtype) if isinstance(b, Tensor) else b
+    # equal operands (infinities among them) are replaced by 0 before subtracting, so that no
+    # inf - inf or 0 * inf is computed
+    a_s, b_s = where(same, 0.0, af), where(same, 0.0, bf)
+    diff = abs(a_s - b_s)
+    scale = abs(where(isinf(b_s), 0.0, b_s))
+    close = same | ((diff <= atol + rtol * scale) & ~isinf(diff))
+    if equal_nan:
+        close = close | (isnan(af) & isnan(bf))
+    return close
+
+
+@method
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    from .reduce_ops import all as all_
+    return bool(all_(isclose(input, other, rtol, atol, equal_nan)).item())
+
+
+__all__ = ["cumsum", "cumprod", "argsort", "sort", "msort", "topk", "kthvalue", "tril", "triu",
+           "roll", "diagonal", "diag_embed", "diag", "trace", "atan2", "arctan2", "logaddexp",
+           "logaddexp2", "nan_to_num", "repeat_interleave", "meshgrid", "einsum", "bernoulli",
+           "normal", "multinomial", "isclose", "allclose"]
