@@ -42,12 +42,10 @@ stays on the NumPy tier.
 """
 import math
 
+from tracegrad import dtypes
 from tracegrad.symbolic import ATOMS, symbols_in
 
-from .kernel import kernel_symbols
-from tracegrad import dtypes
-
-from .kernel import Literal, Reduce, strides
+from .kernel import Literal, Reduce, kernel_symbols, strides
 
 # Elements of a kernel's domain from which its outer loop runs on several threads, from
 # benchmarks/threads.py (W1's forward kernel, 2 cores, load 0.8; ms, 1 thread / 2 threads):

@@ -168,8 +168,7 @@ class CompiledFunction:
     def _compile(self, args, kwargs, tensors, paths, key, reason, raw=None):
         if reason is not None:
             self.stats["retrace_reasons"].append(reason)
-            if "recompiles" in os.environ.get("TRACEGRAD_LOG", ""):
-                print(f"tracegrad.compile: retracing {self._label}: {reason}", file=sys.stderr)
+            _log_recompile(self._label, reason)
         start = time.perf_counter()
         names = [self._readable(p) for p in paths]
         while True:
@@ -179,8 +178,9 @@ class CompiledFunction:
             try:
                 traced = self._trace(tracer, args, kwargs, tensors, names, dynamic)
                 if traced.sym_dims:     # trusted for other sizes once two sizes agree
-                    confirmed = self._sizes.check_generic(traced, key, self._variants,
-                                                           dynamic)
+                    confirmed = self._sizes.check_generic(
+                        traced, key, self._variants, dynamic,
+                        fits=lambda v: not v.impure and not (v.checks and _stale(v)))
                     if confirmed is not None:
                         self.stats["size_checks"] = self.stats.get("size_checks", 0) + 1
                         return confirmed

@@ -83,7 +83,7 @@ class DynamicDims:
                           for ti, d in dims) or "no dim"
         return f"{where} specialised: {exc.why}"
 
-    def check_generic(self, traced, key, variants, dims):
+    def check_generic(self, traced, key, variants, dims, fits=lambda v: True):
         """Compare the dynamic ``traced`` with a trace at another size. Returns the variant
         this trace confirms (to be reused as it is), or None; raises ``Specialize`` when
         the two disagree. A trace with nothing to compare with stays unverified
@@ -94,7 +94,10 @@ class DynamicDims:
             if v.signature[1:] != key[1:] or getattr(v, "raw_sig", None) is None:
                 continue
             if v.signature == key and v.sizes is not None and not v.sizes.verified:
-                if not _holds(v.sizes.relations, here):
+                # it must still read what this trace read: the same captured tensors, its
+                # values from outside unchanged (``fits``)
+                if not _holds(v.sizes.relations, here) or not fits(v) or \
+                        [id(t) for t in v.captured] != [id(t) for t in traced.captured]:
                     continue
                 why = equivalent(v.traced_graph, here, traced.graph, None)
                 if why:

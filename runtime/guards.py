@@ -57,13 +57,14 @@ import os
 import random
 import sys
 import types
+import warnings
 from collections import Counter
 
 import numpy as np
 
 from tracegrad.ops.core import INTERNAL
 from tracegrad.tensor import Tensor
-from tracegrad.transform import IMPURE as _IMPURE, impure_name, instrument, reads, \
+from tracegrad.transform import impure_name, instrument, reads, \
     source_names
 
 _PLAIN = (bool, int, float, complex, str, bytes, type(None))
@@ -79,6 +80,8 @@ def freeze(x):
         return x
     if isinstance(x, np.generic):
         return (t, x.item())
+    if t is np.ndarray and x.size <= ARRAY_LIMIT:      # a small array: by content (a copy)
+        return (t, x.dtype.str, x.shape, x.tobytes())
     if t in (tuple, list, frozenset) and len(x) <= 64:
         items = tuple(freeze(e) for e in x)
         return _NOT_PLAIN if any(i is _NOT_PLAIN for i in items) else (t, items)
@@ -86,6 +89,18 @@ def freeze(x):
         items = tuple((freeze(k), freeze(v)) for k, v in x.items())
         return _NOT_PLAIN if any(_NOT_PLAIN in i for i in items) else (t, items)
     return _NOT_PLAIN
+
+
+# NumPy arrays read from outside with up to this many elements are guarded by content;
+# a larger one is read as the constant it was when traced, and a warning says so
+ARRAY_LIMIT = 4096
+
+
+def _warn_large_array(what, value, where):
+    warnings.warn(f"tracegrad.compile: {what} is a NumPy array of {value.size} elements, "
+                  f"read at {where}: the trace keeps its values of now, and a later change "
+                  "to it in place is not seen. Pass it as an argument (or make it a tensor) "
+                  "to have each call read it.", RuntimeWarning, stacklevel=5)
 
 
 def plain(x):
@@ -189,7 +204,7 @@ def free_guards(fn, module=None, args=(), kwargs=None, traced=None, impure=()):
     for f in user_functions(fn, module):
         code = f.__code__
         site = f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}"
-        found = reads(f)
+        found = reads(f) or code_chains(f)
         first = found[0] if found else {}
         scope = getattr(f, "__globals__", {})
         for name in sorted(_names_read(code)):
@@ -198,6 +213,9 @@ def free_guards(fn, module=None, args=(), kwargs=None, traced=None, impure=()):
                 seen.add((id(scope), name))
                 guards.append(FreeGuard(f"the global {name}", scope, name, value,
                                         first.get(name, site)))
+            elif type(value) is np.ndarray and (id(scope), name) not in seen:
+                seen.add((id(scope), name))
+                _warn_large_array(f"the global {name}", value, first.get(name, site))
         for name, cell in zip(code.co_freevars, f.__closure__ or ()):
             try:
                 value = cell.cell_contents
@@ -207,6 +225,9 @@ def free_guards(fn, module=None, args=(), kwargs=None, traced=None, impure=()):
                 seen.add(id(cell))
                 guards.append(FreeGuard(f"the closure variable {name}", cell, None, value,
                                         first.get(name, site)))
+            elif type(value) is np.ndarray and id(cell) not in seen:
+                seen.add(id(cell))
+                _warn_large_array(f"the closure variable {name}", value, first.get(name, site))
         if found:
             guards += _chain_guards(f, fn, module, args, kwargs or {}, found[1], tree, seen)
     if "guards" in os.environ.get("TRACEGRAD_LOG", ""):
@@ -232,6 +253,8 @@ def _roots(f, fn, module, args, kwargs, root, kind):
         if f is getattr(fn, "__func__", fn):        # the compiled function: this call's
             target = getattr(fn, "__func__", fn)
             call = ((module,) + tuple(args)) if module is not None else tuple(args)
+            if module is None and getattr(fn, "__self__", None) is not None:
+                call = (fn.__self__,) + call        # a bound method: its self comes first
             try:
                 bound = inspect.signature(target).bind(*call, **kwargs)
             except TypeError:
@@ -251,7 +274,48 @@ def _roots(f, fn, module, args, kwargs, root, kind):
 
 def reads_getter(f, root):
     names = source_names(f)
-    return names.getter(root) if names is not None else None
+    if names is not None:
+        return names.getter(root)
+    code = getattr(f, "__code__", None)      # no source (a lambda): from the code object
+    if code is None:
+        return None
+    if root in code.co_freevars:
+        cell = f.__closure__[code.co_freevars.index(root)]
+        return lambda: cell.cell_contents
+    scope = f.__globals__
+    return lambda: scope[root]
+
+
+def code_chains(f):
+    """``(first, chains)`` as ``transform.reads`` gives them, read off the bytecode of a
+    function without source (a lambda): the attribute chains rooted at a global or a
+    closure cell (``cfg.scale``), each at its line."""
+    code = getattr(f, "__code__", None)
+    if code is None:
+        return None
+    chains, stack, base = [], [code], os.path.basename(code.co_filename)
+    while stack:
+        c = stack.pop()
+        stack.extend(k for k in c.co_consts if hasattr(k, "co_names"))
+        root, steps, line = None, [], c.co_firstlineno
+
+        def flush():
+            if root is not None and steps:
+                chains.append((root[0], root[1], tuple(steps), f"{base}:{line}"))
+        for ins in dis.get_instructions(c):
+            if ins.positions and ins.positions.lineno:
+                line = ins.positions.lineno
+            if ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and root is not None:
+                steps.append(("attr", ins.argval))
+                continue
+            flush()
+            root, steps = None, []
+            if ins.opname == "LOAD_GLOBAL":
+                root = (ins.argval, "global")
+            elif ins.opname == "LOAD_DEREF" and ins.argval in c.co_freevars:
+                root = (ins.argval, "closure")
+        flush()
+    return {}, chains
 
 
 def _chain_guards(f, fn, module, args, kwargs, chains, tree, seen):
@@ -460,7 +524,6 @@ def _impure_in(fn):
     return found
 
 
-_impure_name = impure_name
 
 
 # re-evaluating impure calls ------------------------------------------------------------------
@@ -489,6 +552,14 @@ def _stateful(fn):
         return "random", random.getstate, random.setstate
     if owner is not None and owner is getattr(np.random.mtrand, "_rand", None):
         return "numpy", np.random.get_state, np.random.set_state
+    if isinstance(owner, (random.Random, np.random.RandomState)):      # a generator object
+        return ("object", id(owner)), owner.getstate if isinstance(owner, random.Random) \
+            else owner.get_state, owner.setstate if isinstance(owner, random.Random) \
+            else owner.set_state
+    if isinstance(owner, np.random.Generator):
+        bits = owner.bit_generator
+        return ("object", id(owner)), (lambda: bits.state), \
+            (lambda state: setattr(bits, "state", state))
     return None
 
 

@@ -170,12 +170,20 @@ class SizeGuard:
         return f"sizes {where}{rel}{exact}"
 
 
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+_NOT = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
+
+
 def _relation(d, op, ok):
-    """``s0 - 16 > 0`` as ``s0 > 16``, for people."""
+    """``(d op 0) is ok`` for people: ``s0 - 16 > 0`` as ``s0 > 16``, ``not (10 - s0 > 0)``
+    as ``s0 >= 10``."""
+    if not ok:
+        op = _NOT[op]
+    if d.terms and d.terms[-1][1] < 0:      # the leading term negative: turn it round
+        d, op = -d, _FLIP[op]
     const = dict(d.terms).get((), 0)
     lhs = str(d - type(d).const(const)) if const else str(d)
-    text = f"{lhs} {op} {-const}"
-    return text if ok else f"not ({text})"
+    return f"{lhs} {op} {-const}"
 
 
 def build(traced, label, want_grad, dump_ir=None, check=None, title=None, profile_name=None,

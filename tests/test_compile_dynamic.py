@@ -208,3 +208,34 @@ def test_the_size_guard_is_logged(monkeypatch, capsys):
     c = tg.compile(lambda x: x.sum() if x.shape[0] > 3 else x.prod(), dynamic=True)
     c(tg.ones(5))
     assert "guard: sizes s0 = x.shape[0] >= 2, s0 > 3" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("body", [
+    lambda x: x * 2 if len(x) > 4 else x * 3,                  # len() of a dynamic dim
+    lambda x: x[:-1] if x.shape[0] & 1 else x,                  # a bitwise operator
+    lambda x: x[7 % x.shape[0]],                                # a reflected remainder
+    lambda x: (x[:10] * 2).sum(0),                              # a slice with a fixed stop
+    lambda x: (x * 2, x.shape[0], x.numel(), x.size(0) // 2),   # sizes returned
+    lambda x: [r * 2 for r in x][0],                            # iterating a dynamic dim
+], ids=["len", "and", "rmod", "slice", "returned", "iter"])
+def test_sizes_leaving_the_trace_by_any_route_are_never_baked(body, backend):
+    c = tg.compile(body)
+    for n in (8, 16, 32, 5, 3, 11, 8):
+        x = tg.arange(n * 3.0).reshape(n, 3)
+        got, want = c(x), body(x)
+        got = got if isinstance(got, tuple) else (got,)
+        want = want if isinstance(want, tuple) else (want,)
+        for g, w in zip(got, want):
+            if isinstance(w, tg.Tensor):
+                np.testing.assert_allclose(g.numpy(), w.numpy())
+            else:
+                assert type(g) is int and g == w
+
+
+def test_a_replaced_captured_tensor_is_read_at_a_new_size_too():
+    ns = {"tg": tg, "W": tg.ones(4)}
+    exec("def f(x):\n    return x * W\n", ns)
+    c = tg.compile(ns["f"], dynamic=True)
+    c(tg.ones(8, 4))
+    ns["W"] = tg.full((4,), 5.0)
+    assert c(tg.ones(16, 4)).sum().item() == 320.0

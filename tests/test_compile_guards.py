@@ -3,6 +3,7 @@ variables and module attributes are guarded; each test changes the value between
 and compares compiled against eager every time."""
 import dataclasses
 import inspect
+import random
 import re
 import types
 import warnings
@@ -119,7 +120,8 @@ def test_a_value_that_changes_every_call_ends_in_eager_with_a_warning_naming_it(
 def test_plain_values_of_every_kind_are_guarded(value):
     from tracegrad.runtime.guards import plain
     assert plain(value)
-    assert not plain(tg.ones(1)) and not plain(np.ones(2)) and not plain([tg.ones(1)])
+    assert not plain(tg.ones(1)) and not plain([tg.ones(1)]) and not plain(np.ones(5000))
+    assert plain(np.ones(2))             # a small array: guarded by its contents
 
 
 CONFIG = {"scale": 2.0, "terms": [1, 2]}
@@ -547,3 +549,81 @@ def test_log_guards_prints_every_guard_with_its_line(monkeypatch, capsys):
     assert re.search(r"guard: random.randint\(1, 1\) at test_compile_guards.py:\d+ returned 1",
                      err)
     assert re.search(r"guard: bool\(...\) at .*test_compile_guards.py:\d+ was True", err)
+
+
+def test_a_bound_method_compiled_guards_its_self():
+    class Scaler:
+        def __init__(self):
+            self.scale = 2.0
+
+        def fwd(self, x):
+            return x * self.scale
+    s = Scaler()
+    f = tg.compile(s.fwd)
+    x = tg.ones(4)
+    assert f(x).sum().item() == 8.0
+    s.scale = 3.0
+    assert f(x).sum().item() == 12.0
+
+
+@pytest.mark.parametrize("make", [lambda: np.random.default_rng(0), lambda: random.Random(0),
+                                  lambda: np.random.RandomState(0)],
+                         ids=["Generator", "Random", "RandomState"])
+def test_draws_from_a_generator_object_are_made_each_call(make):
+    def scaled_by_a_draw(rng):
+        def f(x):
+            return x * rng.random()
+        return f
+    results = {}
+    for name in ("compiled", "eager"):
+        f = scaled_by_a_draw(make())
+        if name == "compiled":
+            f = tg.compile(f, max_variants=64)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")      # drawn again each call, not run eagerly
+            results[name] = [f(tg.ones(2)).sum().item() for _ in range(5)]
+    assert results["compiled"] == results["eager"]
+    assert len(set(results["eager"])) == 5
+
+
+MASK = np.array([1.0, 0.0, 1.0, 1.0])
+BIG = np.ones(10_000)
+
+
+def _masked(x):
+    return x * tg.tensor(MASK)
+
+
+def _big(x):
+    return x * tg.tensor(BIG[:4])
+
+
+def test_a_global_numpy_array_changed_in_place_retraces():
+    f = tg.compile(_masked)
+    x = tg.ones(4)
+    assert f(x).sum().item() == 3.0
+    MASK[1] = 5.0
+    try:
+        assert f(x).sum().item() == 8.0
+        assert "the global MASK changed" in f.stats["retrace_reasons"][-1]
+    finally:
+        MASK[1] = 0.0
+
+
+def test_a_large_global_array_read_as_a_constant_is_said():
+    with pytest.warns(RuntimeWarning, match="the global BIG is a NumPy array of 10000"):
+        tg.compile(_big)(tg.ones(4))
+
+
+LAMBDA_CFG = types.SimpleNamespace(scale=2.0)
+
+
+def test_a_lambda_reading_a_config_field_is_guarded():
+    f = tg.compile(lambda x: x * LAMBDA_CFG.scale)
+    x = tg.ones(3)
+    try:
+        assert f(x).sum().item() == 6.0
+        LAMBDA_CFG.scale = 3.0
+        assert f(x).sum().item() == 9.0
+    finally:
+        LAMBDA_CFG.scale = 2.0

@@ -31,8 +31,8 @@ False, whatever the hints; orderings use the hints, which only steer heuristics
 import math
 import threading
 
-__all__ = ["SymInt", "Poly", "ShapeEnv", "Specialize", "is_symbolic", "symbols_in", "hint",
-           "ATOMS"]
+__all__ = ["SymInt", "Poly", "ShapeEnv", "Specialize", "symbols_in", "substitute", "concrete",
+           "slice_length", "mark_dynamic", "mark_static", "ATOMS"]
 
 
 class Specialize(BaseException):
@@ -290,6 +290,11 @@ def _decide(d, op):
     return True if yes else (False if no else None)
 
 
+def _v(x):
+    """The plain value of a size or an int (never specialises)."""
+    return int.__int__(x) if type(x) is not bool else int(x)
+
+
 class SymInt(int):
     """A size: an int (the hint) with its expression ``poly`` (see the module docstring)."""
 
@@ -302,7 +307,7 @@ class SymInt(int):
         return self
 
     def __reduce__(self):
-        return (SymInt, (self.poly, int(self)))
+        return (SymInt, (self.poly, _v(self)))
 
     def __copy__(self):
         return self
@@ -313,9 +318,9 @@ class SymInt(int):
     # arithmetic keeps the expression --------------------------------------------------------
     def _binary(self, other, fn, pfn):
         if isinstance(other, SymInt):
-            return SymInt(pfn(self.poly, other.poly), fn(int(self), int(other)))
+            return SymInt(pfn(self.poly, other.poly), fn(_v(self), _v(other)))
         if isinstance(other, int) and not isinstance(other, bool):
-            return SymInt(pfn(self.poly, Poly.const(int(other))), fn(int(self), int(other)))
+            return SymInt(pfn(self.poly, Poly.const(_v(other))), fn(_v(self), _v(other)))
         return NotImplemented
 
     def __add__(self, other):
@@ -343,7 +348,7 @@ class SymInt(int):
             if isinstance(other, int) else self._escape(other, "*", lambda a: other * a)
 
     def __floordiv__(self, other):
-        if isinstance(other, int) and int(other) > 0:
+        if isinstance(other, int) and _v(other) > 0:
             return self._binary(other, int.__floordiv__, Poly.floordiv)
         return self._escape(other, "//", lambda a: a // other)
 
@@ -353,12 +358,12 @@ class SymInt(int):
         return self._escape(other, "//", lambda a: other // a)
 
     def __mod__(self, other):
-        if isinstance(other, int) and int(other) > 0:
+        if isinstance(other, int) and _v(other) > 0:
             return self._binary(other, int.__mod__, Poly.mod)
         return self._escape(other, "%", lambda a: a % other)
 
     def __neg__(self):
-        return SymInt(-self.poly, -int(self))
+        return SymInt(-self.poly, -_v(self))
 
     def __pos__(self):
         return self
@@ -384,6 +389,70 @@ class SymInt(int):
     def __float__(self):
         return self._escape(None, "float()", float)
 
+    # int(n), range(n), len(...), NumPy and bitwise operators read the plain value: inside a
+    # trace that specialises (tracegrad's own code hands NumPy plain sizes, see ``concrete``)
+    def __int__(self):
+        return self._escape(None, "int()", int.__int__)
+
+    def __index__(self):
+        return self._escape(None, "an index (range(), NumPy, ...)", int.__int__)
+
+    def __and__(self, other):
+        return self._escape(other, "&", lambda a: a & other)
+
+    def __rand__(self, other):
+        return self._escape(other, "&", lambda a: other & a)
+
+    def __or__(self, other):
+        return self._escape(other, "|", lambda a: a | other)
+
+    def __ror__(self, other):
+        return self._escape(other, "|", lambda a: other | a)
+
+    def __xor__(self, other):
+        return self._escape(other, "^", lambda a: a ^ other)
+
+    def __rxor__(self, other):
+        return self._escape(other, "^", lambda a: other ^ a)
+
+    def __lshift__(self, other):
+        return self._escape(other, "<<", lambda a: a << other)
+
+    def __rlshift__(self, other):
+        return self._escape(other, "<<", lambda a: other << a)
+
+    def __rshift__(self, other):
+        return self._escape(other, ">>", lambda a: a >> other)
+
+    def __rrshift__(self, other):
+        return self._escape(other, ">>", lambda a: other >> a)
+
+    def __rmod__(self, other):
+        if isinstance(other, int):
+            return self._binary(other, lambda a, b: b % a, lambda a, b: b.mod(a))
+        return self._escape(other, "%", lambda a: other % a)
+
+    def __divmod__(self, other):
+        return (self // other, self % other)
+
+    def __rdivmod__(self, other):
+        return (other // self, other % self)
+
+    def __invert__(self):
+        return self._escape(None, "~", lambda a: ~a)
+
+    def __round__(self, ndigits=None):
+        return self
+
+    def __trunc__(self):
+        return self
+
+    def __floor__(self):
+        return self
+
+    def __ceil__(self):
+        return self
+
     def __complex__(self):
         return self._escape(None, "complex()", complex)
 
@@ -394,17 +463,16 @@ class SymInt(int):
             if isinstance(other, SymInt):
                 symbols |= base_symbols(other.poly)
             raise Specialize(symbols, f"the size {self.poly} was used as a number ({what})")
-        value = fn(int(self))
-        return value
+        return fn(int.__int__(self))
 
     # comparisons -----------------------------------------------------------------------------
     def _compare(self, other, op):
         if isinstance(other, SymInt):
             d = self.poly - other.poly
-            hint = int(self) - int(other)
+            hint = _v(self) - _v(other)
         elif isinstance(other, int):
-            d = self.poly - Poly.const(int(other))
-            hint = int(self) - int(other)
+            d = self.poly - Poly.const(_v(other))
+            hint = _v(self) - _v(other)
         else:
             return NotImplemented
         known = _decide(d, op)
@@ -450,18 +518,9 @@ class SymInt(int):
     def __format__(self, spec):
         """In f-strings (generated code), a compound size is parenthesised: ``(784*s0)``."""
         if spec:
-            return format(int(self), spec)
+            return format(_v(self), spec)
         text = str(self.poly)
         return text if text.isidentifier() else f"({text})"
-
-
-def is_symbolic(x):
-    return type(x) is SymInt
-
-
-def hint(x):
-    """The concrete value of a size (a plain int)."""
-    return int(x)
 
 
 def symbols_in(obj):
@@ -493,12 +552,18 @@ def substitute(obj, values):
 
 
 def _poly(x):
-    return x.poly if type(x) is SymInt else Poly.const(int(x))
+    return x.poly if type(x) is SymInt else Poly.const(_v(x))
 
 
 def _known(a, op, b):
-    """``a op b`` for sizes when what is known of the symbols settles it, else None."""
-    return _decide(_poly(a) - _poly(b), op)
+    """``a op b`` for sizes: settled by what is known of the symbols, else inside a trace by
+    the sizes of this call (recorded as a guard, as any decision there), else None."""
+    d = _poly(a) - _poly(b)
+    known = _decide(d, op)
+    if known is not None or _state.env is None:
+        return known
+    return SymInt(d, _v(a) - _v(b))._compare(0, op) if type(a) is SymInt or \
+        type(b) is SymInt else None
 
 
 def slice_length(n, start, stop, step):
@@ -536,7 +601,7 @@ def slice_length(n, start, stop, step):
 def concrete(obj):
     """``obj`` with every size made its plain value (what NumPy computes with)."""
     if type(obj) is SymInt:
-        return int(obj)
+        return _v(obj)
     if type(obj) in (tuple, list):
         if not any(type(x) is SymInt or type(x) in (tuple, list, dict) for x in obj):
             return obj
@@ -544,15 +609,6 @@ def concrete(obj):
     if type(obj) is dict:
         return {k: concrete(v) for k, v in obj.items()}
     return obj
-
-
-def relation_source(relations):
-    """Python source of a check over the symbols that every relation still holds."""
-    tests = []
-    for d, op, expected in relations:
-        test = f"{d} {op} 0"
-        tests.append(test if expected else f"not ({test})")
-    return " and ".join(tests) or "True"
 
 
 

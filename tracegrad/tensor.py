@@ -155,6 +155,8 @@ class Tensor:
     def __len__(self):
         if self._data.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
+        if _hook_state.tracer is not None:      # a dynamic size specialises (int())
+            return int(self.shape[0])
         return self._data.shape[0]
 
     def __hash__(self):
@@ -367,7 +369,8 @@ class Tensor:
     def __iter__(self):
         if self._data.ndim == 0:
             raise TypeError("iteration over a 0-d tensor")
-        return (self[i] for i in range(self._data.shape[0]))
+        n = self.shape[0] if _hook_state.tracer is not None else self._data.shape[0]
+        return (self[i] for i in range(n))      # range() of a dynamic size specialises
 
     def __format__(self, spec):
         if self._data.ndim == 0:

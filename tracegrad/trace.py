@@ -30,7 +30,7 @@ from . import _hooks
 from .autograd import grad_mode
 from .ir import Const, Graph, Node, Value, infer_aval
 from .ops.core import Aval, op_error, user_frame
-from .symbolic import SymInt, concrete, symbols_in
+from .symbolic import Specialize, SymInt, concrete, symbols_in
 from .tensor import Tensor
 
 _gm = grad_mode._state
@@ -304,6 +304,8 @@ class Tracer:
             if isinstance(x, Tensor):
                 outputs.append(self.value_of(x))
                 return OutputRef(len(outputs) - 1)
+            if type(x) is SymInt:       # a size returned: a constant of a specialised trace
+                raise Specialize(symbols_in(x), "the function returns a size")
             return x
         tree = map_structure(result, leaf)
         n_results = len(outputs)

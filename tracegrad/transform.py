@@ -33,12 +33,14 @@ are traced as they are: ``instrument`` returns None.
 import functools
 import importlib
 import inspect
+import random
 import os
 import sys
 import textwrap
 import types
 
 import gast
+import numpy as np
 
 from . import _hooks
 from .tensor import Tensor
@@ -96,11 +98,17 @@ IMPURE = {"random": None, "time": None, "secrets": None, "uuid": None,
           "os": {"environ", "getenv", "urandom", "getpid"}, "numpy.random": None}
 
 
+# generator objects whose methods draw: a call of one is impure, as random.random() is
+GENERATORS = (random.Random, np.random.Generator, np.random.RandomState)
+
+
 def impure_name(chain):
     """The dotted name when ``chain`` (loaded names and their objects) reaches into an impure
     module, or a function defined in one; else None."""
     names = [n for n, _ in chain]
     for i, (_, obj) in enumerate(chain):
+        if isinstance(obj, GENERATORS) and i + 1 < len(names):
+            return ".".join(names[:i + 2])      # rng.random(): a generator object's draw
         module = obj.__name__ if isinstance(obj, types.ModuleType) else None
         if module in IMPURE:
             attrs = IMPURE[module]

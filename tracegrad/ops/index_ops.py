@@ -13,7 +13,7 @@ from ..tensor import Tensor
 from .core import Primitive, apply_view_steps, bind, inplace, op_error
 from .declare import method
 from .rules import norm_dim
-from ..symbolic import SymInt, slice_length, symbols_in
+from ..symbolic import Specialize, SymInt, slice_length, symbols_in
 
 
 def parse_key(key):
@@ -74,13 +74,41 @@ def _index_impl(xp, x, *idx, spec):
 
 
 def _index_shape(s, *idx_shapes, spec):
-    if not idx_shapes and (symbols_in(s) or symbols_in(spec)):
-        shape = _basic_shape(s, spec)       # symbolic sizes stay symbolic
-        if shape is not None:
-            return shape
+    if symbols_in(s) or symbols_in(spec):   # symbolic sizes stay symbolic, or specialise
+        shape = _basic_shape(s, spec) if not idx_shapes else _advanced_shape(s, idx_shapes,
+                                                                             spec)
+        if shape is None:
+            raise Specialize(symbols_in(s) | symbols_in(spec),
+                             "an index whose result's shape depends on the sizes")
+        return shape
     dummy = np.broadcast_to(np.empty((), np.int8), s)
     arrays = [np.zeros(i, np.int64) for i in idx_shapes]
     return dummy[build_key(spec, arrays)].shape
+
+
+def _advanced_shape(s, idx_shapes, spec):
+    """The shape of indexing with index tensors over a symbolic shape ``s``, where every
+    slice is whole: NumPy's shape at the sizes and at the sizes + 7 tells which dims are
+    which symbols' (None otherwise)."""
+    if any(type(e) is tuple and e[0] == "s" and e[1:] not in ((None, None, None),
+                                                             (None, None, 1)) for e in spec):
+        return None
+    arrays = [np.zeros(i, np.int64) for i in idx_shapes]
+
+    def at(extra):
+        dims = tuple(int.__int__(n) + (extra if type(n) is SymInt else 0) for n in s)
+        return np.broadcast_to(np.empty((), np.int8), dims)[build_key(spec, arrays)].shape
+    a, b = at(0), at(7)
+    out = []
+    for m, n in zip(a, b):
+        if m == n:
+            out.append(m)
+            continue
+        match = [d for d in s if type(d) is SymInt and int.__int__(d) == m and n - m == 7]
+        if len({str(d) for d in match}) != 1:
+            return None
+        out.append(match[0])
+    return tuple(out)
 
 
 def _basic_shape(s, spec):
