@@ -362,8 +362,9 @@ _UNSAFE = object()
 def _read(obj, step):
     """``(value, store, key)``: ``obj.name`` or ``obj[key]`` read from the dict that holds
     it (an instance's ``__dict__``, a class's along the MRO, a module's, ``nn.Module``'s
-    parameters/buffers/submodules), never running a property or ``__getattr__``; the value
-    is ``_MISSING`` when absent and ``_UNSAFE`` when only code could produce it."""
+    parameters/buffers/submodules), never running ``__getattr__`` or a library's descriptor
+    (a property the user wrote runs, as the function would run it); the value is
+    ``_MISSING`` when absent and ``_UNSAFE`` when only such code could produce it."""
     kind, name = step
     if kind == "item":
         t = type(obj)
@@ -396,8 +397,15 @@ def _read(obj, step):
                 return found.__get__(obj, t), None, None
             except AttributeError:
                 return _MISSING, None, None
+        if kt is property and _is_user_code(found.fget):
+            # a property of the user's: read as the function does (eager runs it once a
+            # call too), so a field behind it is guarded like a plain one
+            try:
+                return found.fget(obj), None, None
+            except Exception:       # noqa: BLE001 - it fails now: the call retraces
+                return _MISSING, None, None
         if hasattr(kt, "__set__") or hasattr(kt, "__delete__"):
-            return _UNSAFE, None, None      # a property or another data descriptor
+            return _UNSAFE, None, None      # a library's property or another descriptor
     try:
         d = object.__getattribute__(obj, "__dict__")
     except AttributeError:
@@ -419,7 +427,7 @@ def _read(obj, step):
 class ChainGuard(FreeGuard):
     """An attribute chain (``cfg.scale``, ``self.cfg.p``) read again from its root: ``get``
     re-reads the root (a global, a closure cell), or ``root`` is fixed (a parameter, whose
-    identity the signature holds). Reads go through ``_read``: no property runs."""
+    identity the signature holds). Reads go through ``_read`` (a user's property runs)."""
     __slots__ = ("root", "get", "steps")
 
     def __init__(self, what, root, get, steps, value, site):

@@ -515,9 +515,6 @@ class _PropertyConfig:
 PCFG = _PropertyConfig()
 
 
-@pytest.mark.xfail(reason="a chain read through a property is not guarded (a guard never runs "
-                          "user code); TRACEGRAD_LOG=guards lists it as not guarded",
-                   strict=True)
 def test_a_config_field_behind_a_property():
     def f(x):
         return x * PCFG.scale
