@@ -361,3 +361,38 @@ def test_004_autograd_profiler(capsys):
     assert names[:2] == ["pow", "PowBackward0"]
     assert names[-1] == "torch::autograd::AccumulateGrad"
     assert lines[-1].startswith("Self CPU time total: ")
+
+
+def test_004_resnet18_profiler(capsys):
+    # The seed profiles torchvision's resnet18 over 100 steps at 1x3x224x224; here
+    # tracegrad.models.resnet18 (torchvision's architecture) over 2 steps at 1x3x64x64.
+    from tracegrad.models import resnet18
+
+    x = torch.randn((1, 3, 64, 64), requires_grad=True)
+    model = resnet18()
+    with torch.autograd.profiler.profile() as prof:
+        for _ in range(2):
+            y = model(x)
+            y = torch.sum(y)
+            y.backward()
+    # NOTE: some columns were removed for brevity
+    print(prof.key_averages().table(sort_by="self_cpu_time_total"))
+    lines = capsys.readouterr().out.rstrip("\n").split("\n")
+    assert lines[1].split()[:3] == ["Name", "Self", "CPU"]
+    rows = {line.split()[0]: line.split() for line in lines[3:-2]}
+    calls = {name: int(row[-1]) for name, row in rows.items()}
+    # 20 convolutions a step, each with its backward node, which runs the input gradient (a
+    # transposed convolution) and the weight gradient; the first conv's input needs a gradient
+    assert calls["conv2d"] == calls["ConvolutionBackward0"] == 40
+    assert calls["conv_transpose_nd"] == calls["conv_weight_grad"] == 40
+    # 20 BatchNorms a step; batch_norm is a composite, so its backward appears as the nodes of
+    # its parts (the normalisation's rsqrt among them)
+    assert calls["batch_norm"] == 40 and calls["RsqrtBackward0"] == 40
+    assert calls["max_pool2d"] >= 2 and calls["MaxPool2DWithIndicesBackward0"] == 2
+    assert calls["torch::autograd::AccumulateGrad"] == 2 * (62 + 1)   # parameters and x
+    # sorted by self CPU time, largest first
+    scale = {"us": 1e-3, "ms": 1.0, "s": 1e3}
+    selfs = [float(rows[name][2].rstrip("mus")) * scale[rows[name][2].lstrip("0123456789.")]
+             for name in rows]
+    assert selfs == sorted(selfs, reverse=True)
+    assert lines[-1].startswith("Self CPU time total: ")

@@ -4,11 +4,12 @@ Every spatial primitive is N-d: the trailing ``len(kernel)`` dims are spatial, t
 them batch and channels. Padding is a tuple of ``(low, high)`` pairs, one per spatial dim,
 so PyTorch's asymmetric ``'same'`` split needs no extra op.
 
-Implementations take strided windows of the padded input (one ``as_strided`` view, no copy)
-and contract them with the weight in ONE batched ``matmul`` (batch: samples x groups), which
-measured faster than ``einsum`` over the same windows. The adjoints scatter columns back with
-a loop over kernel offsets (or over output positions, whichever is shorter), vectorised over
-everything else, so no ``add.at``.
+Implementations take strided windows of the padded input (one ``as_strided`` view, no copy),
+copy them once into columns with the batch beside the positions, ``(G, Cg*K, N*P)``, and
+contract them with the weight in ONE GEMM per group over every sample (a matmul batched over
+the samples ran N small GEMMs, slower; ``einsum`` over the windows was slower still). The
+adjoints scatter columns back with a loop over kernel offsets (or over output positions,
+whichever is shorter), vectorised over everything else, so no ``add.at``.
 
 The VJP rules are tracegrad ops, so double backward works. Three bilinear primitives close
 under differentiation (W is the weight gradient, itself one windows-times-matmul):
@@ -119,11 +120,15 @@ def _conv_impl(xp, x, w, stride, padding, dilation, groups):
     win = _windows(xp, x, kernel, stride, padding, dilation)          # (N, C, *P, *K)
     pos = win.shape[2:2 + nd]
     spatial = tuple(range(2, 2 + nd))
-    cols = win.transpose((0, 1) + tuple(a + nd for a in spatial) + spatial)
+    # the columns with the batch beside the positions, so that ONE GEMM per group covers
+    # every sample: a batched matmul would run N small GEMMs (and broadcasting the weight
+    # over the batch can leave NumPy's matmul off BLAS altogether)
+    cols = win.transpose((1,) + tuple(a + nd for a in spatial) + (0,) + spatial)
     ck = w.shape[1] * math.prod(kernel)
-    cols = cols.reshape(n, g, ck, math.prod(pos))                     # (N, G, Cg*K, P): a copy
-    out = xp.matmul(w.reshape(g, w.shape[0] // g, ck), cols)           # (N, G, Og, P)
-    return out.reshape((n, w.shape[0]) + pos)
+    cols = cols.reshape(g, ck, n * math.prod(pos))                    # (G, Cg*K, N*P): a copy
+    out = xp.matmul(w.reshape(g, w.shape[0] // g, ck), cols)           # (G, Og, N*P)
+    out = out.reshape((w.shape[0], n) + pos)
+    return xp.ascontiguousarray(xp.moveaxis(out, 1, 0))
 
 
 def _input_grad(g, x, w, stride, padding, dilation, groups):
@@ -141,11 +146,13 @@ def _conv_weight_impl(xp, x, g, kernel, stride, padding, dilation, groups):
     win = win[(slice(None),) * 2 + tuple(slice(0, p) for p in pos)]   # an output padding's extra
     win = win.reshape((n, groups, cg) + pos + tuple(kernel))
     sp = tuple(range(3, 3 + nd))
-    cols = win.transpose((1, 0) + sp + (2,) + tuple(a + nd for a in sp))
+    # the forward's column layout (positions innermost: the copy reads rows of the input);
+    # the GEMM takes it transposed, which BLAS does without a copy
+    cols = win.transpose((1, 2) + tuple(a + nd for a in sp) + (0,) + sp)
     ck, npos = cg * math.prod(kernel), n * math.prod(pos)
-    cols = cols.reshape(groups, npos, ck)                            # (G, N*P, Cg*K): a copy
+    cols = cols.reshape(groups, ck, npos)                            # (G, Cg*K, N*P): a copy
     gs = g.reshape(n, groups, og, math.prod(pos)).transpose(1, 2, 0, 3).reshape(groups, og, npos)
-    return xp.matmul(gs, cols).reshape((o, cg) + tuple(kernel))       # (G, Og, Cg*K)
+    return xp.matmul(gs, cols.transpose(0, 2, 1)).reshape((o, cg) + tuple(kernel))
 
 
 def _conv_weight_shape(x, g, kernel, stride, padding, dilation, groups):
@@ -216,8 +223,10 @@ def _convt_impl(xp, u, w, stride, padding, dilation, groups, output_padding):
     n, g, kernel, pos = u.shape[0], groups, w.shape[2:], u.shape[2:]
     og, cg = w.shape[0] // g, w.shape[1]
     wt = w.reshape(g, og, cg * math.prod(kernel)).transpose(0, 2, 1)  # (G, Cg*K, Og)
-    cols = xp.matmul(wt, u.reshape(n, g, og, math.prod(pos)))          # (N, G, Cg*K, P)
-    cols = cols.reshape((n, g * cg) + kernel + pos)
+    # one GEMM per group over every sample (as in _conv_impl): the batch beside the positions
+    us = u.reshape(n, g, og, math.prod(pos)).transpose(1, 2, 0, 3).reshape(g, og, -1)
+    cols = xp.matmul(wt, us)                                           # (G, Cg*K, N*P)
+    cols = xp.moveaxis(cols.reshape((g * cg,) + kernel + (n,) + pos), 1 + len(kernel), 0)
     size = _convt_size(u.shape, w.shape, stride, padding, dilation, output_padding)
     return _scatter(xp, cols, size, stride, padding, dilation)
 

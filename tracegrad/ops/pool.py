@@ -237,8 +237,53 @@ def _lowest(dtype):
     return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
 
 
+def _window_argmax(xp, x, maps):
+    """``_argmax_impl`` for pooling windows (the maps all ``"window"``). Every tap is then a
+    strided slice of the input padded with the lowest value, so the scan reads views (no
+    gather); it keeps the running max (``maximum`` lets a NaN win, as the scan's rule) and
+    the number of the winning tap, updated without branches. A window's flat index is its
+    start's plus the tap's offset, so the indices are made once at the end."""
+    nd = len(maps)
+    lead = x.ndim - nd
+    pads, views, base, offsets = [], [], 0, [0]
+    plane = [math.prod(m[1] for m in maps[i + 1:]) for i in range(nd)]
+    for i, (L, out, k, s, p, d) in enumerate(m[1:7] for m in maps):
+        hi = max(0, (out - 1) * s - p + (k - 1) * d - (L - 1))
+        pads.append((p, hi))
+        views.append([slice(t * d, t * d + s * (out - 1) + 1, s) for t in range(k)])
+        base = base + _along(xp.arange(out, dtype=np.int64) * s - p, i, nd) * plane[i]
+        offsets = [o + t * d * plane[i] for o in offsets for t in range(k)]
+    if any(lo or hi for lo, hi in pads):
+        x = xp.pad(x, ((0, 0),) * lead + tuple(pads), constant_values=_lowest(x.dtype))
+    out_shape = x.shape[:lead] + tuple(m[2] for m in maps)
+    best = xp.full(out_shape, _lowest(x.dtype), dtype=x.dtype)
+    tap = xp.full(out_shape, -1, dtype=np.int32)        # -1: nothing above the lowest yet
+    take = xp.empty(out_shape, dtype=bool)
+    step = xp.empty(out_shape, dtype=np.int32)
+    nan = xp.empty(out_shape, dtype=bool) if x.dtype.kind == "f" else None
+    every = (slice(None),) * lead
+    for number, combo in enumerate(itertools.product(*(range(len(v)) for v in views))):
+        cand = x[every + tuple(v[c] for v, c in zip(views, combo))]
+        xp.greater(cand, best, out=take)
+        if nan is not None:         # PyTorch's rule: a NaN is the max (the last one)
+            xp.logical_or(take, xp.isnan(cand, out=nan), out=take)
+        xp.maximum(best, cand, out=best)
+        xp.subtract(number, tap, out=step)      # tap += take * (number - tap)
+        xp.multiply(step, take, out=step)
+        xp.add(tap, step, out=tap)
+    idx = base + xp.asarray(np.array(offsets, dtype=np.int64)).take(tap)
+    empty = tap < 0
+    if empty.any():     # an all-lowest window: its first position inside the input
+        first = sum(_along(t[3], i, nd) * plane[i]
+                    for i, t in enumerate(_lookup(xp, maps, x.dtype)))
+        xp.copyto(idx, xp.broadcast_to(first, idx.shape), where=empty)
+    return idx
+
+
 def _argmax_impl(xp, x, maps):
     nd = len(maps)
+    if all(m[0] == "window" for m in maps):
+        return _window_argmax(xp, x, maps)
     tapsets = _lookup(xp, maps, x.dtype)
     for i in range(nd):
         if (tapsets[i][0] == maps[i][1]).any():
