@@ -201,7 +201,10 @@ def free_guards(fn, module=None, args=(), kwargs=None, traced=None, impure=()):
                     seen.add((id(m.__dict__), attr))
                     guards.append(FreeGuard(f"the attribute {name} of {type(m).__name__}",
                                             m.__dict__, attr, value, None))
-    for f in user_functions(fn, module):
+    methods, visited = {}, set()   # a user's method the function calls (cfg.get()) -> self
+    todo = [(f, None) for f in user_functions(fn, module)]
+    while todo:
+        f, owner = todo.pop(0)
         code = f.__code__
         site = f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}"
         found = reads(f) or code_chains(f)
@@ -229,7 +232,12 @@ def free_guards(fn, module=None, args=(), kwargs=None, traced=None, impure=()):
                 seen.add(id(cell))
                 _warn_large_array(f"the closure variable {name}", value, first.get(name, site))
         if found:
-            guards += _chain_guards(f, fn, module, args, kwargs or {}, found[1], tree, seen)
+            guards += _chain_guards(f, fn, module, args, kwargs or {}, found[1], tree, seen,
+                                    methods, owner)
+        for method, obj in list(methods.items()):      # followed once each, a few at most
+            if method not in visited and len(visited) < 16:
+                visited.add(method)
+                todo.append((method, obj))
     if "guards" in os.environ.get("TRACEGRAD_LOG", ""):
         for g in guards:
             print(f"tracegrad.compile: guard: {g.describe()}", file=sys.stderr)
@@ -318,15 +326,26 @@ def code_chains(f):
     return {}, chains
 
 
-def _chain_guards(f, fn, module, args, kwargs, chains, tree, seen):
+def _chain_guards(f, fn, module, args, kwargs, chains, tree, seen, methods, self_obj=None):
+    """Guards for ``f``'s attribute ``chains``; a chain that ends at a method of the user's
+    (``cfg.get``) adds that method and its object to ``methods``, to be followed in turn.
+    ``self_obj``: the object ``f``'s first parameter is (``f`` such a method), or None."""
     guards = []
     for root, kind, steps, where in chains:
-        for obj, get in _roots(f, fn, module, args, kwargs, root, kind):
+        roots = _roots(f, fn, module, args, kwargs, root, kind)
+        if self_obj is not None and kind == "param" and root == _first_param(f):
+            roots = [(self_obj, None)]
+        for obj, get in roots:
             if plain(obj) or isinstance(obj, Tensor) or _library_module(obj):
                 continue        # the signature or a whole-value guard has it; libraries aren't
             value, store, key, owner = obj, None, None, None
             for step in steps:
                 owner = value
+                method = _user_method(value, step)
+                if method is not None:      # cfg.get: its reads are followed, not guarded here
+                    methods.setdefault(method, value)
+                    value = _MISSING
+                    break
                 value, store, key = _read(value, step)
                 if value is _MISSING or value is _UNSAFE:
                     break
@@ -345,6 +364,23 @@ def _chain_guards(f, fn, module, args, kwargs, chains, tree, seen):
                 seen.add((id(store), key))
             guards.append(ChainGuard(f"the attribute {shown}", obj, get, steps, value, where))
     return guards
+
+
+def _user_method(obj, step):
+    """The function of the user's method ``obj.name`` (``step`` an attribute), or None."""
+    if step[0] != "attr" or isinstance(obj, (type, types.ModuleType, Tensor)):
+        return None
+    for k in type(obj).__mro__:
+        f = k.__dict__.get(step[1])
+        if f is not None:
+            return f if isinstance(f, types.FunctionType) and _is_user_code(f) \
+                and _first_param(f) is not None else None
+    return None
+
+
+def _first_param(f):
+    code = f.__code__
+    return code.co_varnames[0] if code.co_argcount else None
 
 
 def _library_module(obj):

@@ -637,9 +637,6 @@ class _Getter:
 GETTER = _Getter()
 
 
-@pytest.mark.xfail(reason="a value a method of a user's object returns (cfg.get()) is baked: "
-                          "methods reached through objects are not followed, and a local "
-                          "alias (c = cfg; c.s) is not either", strict=True)
 def test_a_value_returned_by_a_method_of_an_object():
     def f(x):
         return x * GETTER.get()
@@ -650,3 +647,25 @@ def test_a_value_returned_by_a_method_of_an_object():
         assert c(tg.ones(1)).item() == 3.0
     finally:
         GETTER.s = 2.0
+
+
+ALIAS_CFG = types.SimpleNamespace(s=2.0)
+
+
+@pytest.mark.parametrize("body", ["getattr", "alias"])
+def test_getattr_with_a_constant_name_and_a_local_alias_are_guarded(body):
+    if body == "getattr":
+        def f(x):
+            return x * getattr(ALIAS_CFG, "s")
+    else:
+        def f(x):
+            c = ALIAS_CFG
+            return x * c.s
+    c_f = tg.compile(f)
+    x = tg.ones(2)
+    try:
+        assert c_f(x).sum().item() == 4.0
+        ALIAS_CFG.s = 3.0
+        assert c_f(x).sum().item() == 6.0
+    finally:
+        ALIAS_CFG.s = 2.0

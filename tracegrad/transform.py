@@ -306,11 +306,36 @@ def _module(name):
     return module
 
 
+def _aliases(fdef, names):
+    """``{local: (root, kind, steps)}`` for each local the function assigns once, at its top
+    level, from an attribute chain of a name read from outside (``c = self.cfg``), so that
+    chains rooted at the local are read as chains of that root."""
+    count = {}
+    for node in gast.walk(fdef):
+        if isinstance(node, gast.Name) and isinstance(node.ctx, (gast.Store, gast.Del)):
+            count[node.id] = count.get(node.id, 0) + 1
+    out = {}
+    for stmt in fdef.body:
+        if isinstance(stmt, gast.Assign) and len(stmt.targets) == 1 \
+                and isinstance(stmt.targets[0], gast.Name) and count[stmt.targets[0].id] == 1:
+            c = _chain(stmt.value) if not isinstance(stmt.value, gast.Name) else \
+                (stmt.value, ())
+            if c is not None and names.kind(c[0].id) is not None:
+                out[stmt.targets[0].id] = (c[0].id, names.kind(c[0].id), c[1])
+    return out
+
+
 def _chain(node):
     """``(root Name node, steps)`` for ``a.b["k"].c`` (steps ``("attr", "b")``,
     ``("item", "k")``, ...), or None when the expression is not such a chain."""
     steps = []
     while True:
+        if isinstance(node, gast.Call) and isinstance(node.func, gast.Name) \
+                and node.func.id == "getattr" and len(node.args) == 2 and not node.keywords \
+                and isinstance(node.args[1], gast.Constant) and type(node.args[1].value) is str:
+            steps.append(("attr", node.args[1].value))      # getattr(cfg, "scale")
+            node = node.args[0]
+            continue
         if isinstance(node, gast.Attribute):
             steps.append(("attr", node.attr))
         elif isinstance(node, gast.Subscript) and isinstance(node.slice, gast.Constant) \
@@ -419,15 +444,21 @@ def reads(fn):
         if node.id not in first or int(first[node.id].rpartition(":")[2]) > node.lineno + offset:
             first[node.id] = at(node)
 
+    aliases = _aliases(fdef, names)
+
     def visit(node):
-        if isinstance(node, (gast.Attribute, gast.Subscript)) and isinstance(node.ctx, gast.Load):
+        if isinstance(node, (gast.Attribute, gast.Subscript, gast.Call)) and \
+                isinstance(getattr(node, "ctx", gast.Load()), gast.Load):
             c = _chain(node)
             if c is not None:
                 root, steps = c
                 name_read(root)
-                kind = names.kind(root.id)
+                kind, rid = names.kind(root.id), root.id
+                if kind is None and rid in aliases:     # c = self.cfg; c.p: self.cfg.p
+                    rid, kind, head = aliases[rid]
+                    steps = head + steps
                 if kind is not None:
-                    chains.append((root.id, kind, steps, at(root)))
+                    chains.append((rid, kind, steps, at(root)))
                 return
         if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Load):
             name_read(node)
