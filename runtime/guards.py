@@ -16,11 +16,17 @@ before the variant runs; a changed one retraces (the reason names it):
   ``self.scale`` in a compiled method of a plain class, a class attribute read through an
   instance, ``HP["lr"]`` with a constant key. A ``ChainGuard`` reads the chain again from
   the dicts that hold it (instance and class ``__dict__`` along the MRO, a module's,
-  ``nn.Module``'s parameters, buffers and submodules), never running code: a chain that
-  only a property or ``__getattr__`` can answer is not guarded (``TRACEGRAD_LOG=guards``
-  lists it as such). A parameter root is the object of the traced call; the signature keys
-  on its identity. Chains rooted at a local variable (``c = self.cfg; c.p``) are not
-  followed.
+  ``nn.Module``'s parameters, buffers and submodules); a property the user wrote is run, as
+  the function runs it, but a chain that only ``__getattr__`` or a library's descriptor can
+  answer is not guarded (``TRACEGRAD_LOG=guards`` lists it as such). A parameter root is
+  the object of the traced call; the signature keys on its identity. A function without
+  source (a lambda) has its chains read off its bytecode. ``getattr(cfg, "p")`` with a
+  constant name is a chain too, and so is one rooted at a local assigned once from such a
+  chain (``c = self.cfg; c.p``). A chain that ends at a method of the user's (``cfg.get()``)
+  has that method followed, its first parameter being the object: its reads are guarded in
+  turn. Not followed: a key computed at run time (``HP[k]``), a local assigned twice;
+- small NumPy arrays (up to ``ARRAY_LIMIT`` elements) read from globals and closures, by
+  content; a larger one is read as the constant it was, with a warning saying so.
 
 Each guard names the ``file:line`` of its first read in the source.
 
