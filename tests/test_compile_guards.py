@@ -669,3 +669,21 @@ def test_getattr_with_a_constant_name_and_a_local_alias_are_guarded(body):
         assert c_f(x).sum().item() == 6.0
     finally:
         ALIAS_CFG.s = 2.0
+
+
+TABLE = {"a": {"s": 2.0}, "fn": len}    # not plain (it holds a function): no whole-value guard
+KEY = "a"
+
+
+@pytest.mark.xfail(reason="a subscript whose key is computed at run time (TABLE[KEY]) of a "
+                          "dict that is not plain is not guarded", strict=True)
+def test_a_subscript_with_a_key_from_a_variable():
+    def f(x):
+        return x * TABLE[KEY]["s"]
+    c = tg.compile(f)
+    c(tg.ones(1))
+    TABLE["a"]["s"] = 3.0
+    try:
+        assert c(tg.ones(1)).item() == 3.0
+    finally:
+        TABLE["a"]["s"] = 2.0
