@@ -54,8 +54,9 @@ WORKLOADS = ("resnet18", "lenet")
 
 # the workloads, per system -----------------------------------------------------------------
 
-def _tg_lenet():
-    nn, F = tg.nn, tg.nn.functional
+def _lenet(lib):
+    """PyTorch's tutorial LeNet, in ``lib`` (tracegrad or torch: the code is the same)."""
+    nn, F = lib.nn, lib.nn.functional
 
     class Net(nn.Module):
         def __init__(self):
@@ -69,29 +70,7 @@ def _tg_lenet():
         def forward(self, x):
             x = F.max_pool2d(F.relu(self.conv1(x)), (2, 2))
             x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-            x = tg.flatten(x, 1)
-            x = F.relu(self.fc1(x))
-            x = F.relu(self.fc2(x))
-            return self.fc3(x)
-    return Net()
-
-
-def _torch_lenet(torch):
-    nn, F = torch.nn, torch.nn.functional
-
-    class Net(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.conv1 = nn.Conv2d(1, 6, 5)
-            self.conv2 = nn.Conv2d(6, 16, 5)
-            self.fc1 = nn.Linear(16 * 5 * 5, 120)
-            self.fc2 = nn.Linear(120, 84)
-            self.fc3 = nn.Linear(84, 10)
-
-        def forward(self, x):
-            x = F.max_pool2d(F.relu(self.conv1(x)), (2, 2))
-            x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-            x = torch.flatten(x, 1)
+            x = lib.flatten(x, 1)
             x = F.relu(self.fc1(x))
             x = F.relu(self.fc2(x))
             return self.fc3(x)
@@ -155,12 +134,12 @@ def build(workload, system):
         src = resnet18()
         data = rng.standard_normal((8, 3, 64, 64), dtype=np.float32)
     else:
-        src = _tg_lenet()
+        src = _lenet(tg)
         data = rng.standard_normal((64, 1, 32, 32), dtype=np.float32)
         labels = rng.integers(0, 10, 64)
     if system == "PyTorch eager":
         import torch
-        model = _torch_resnet18(torch) if workload == "resnet18" else _torch_lenet(torch)
+        model = _torch_resnet18(torch) if workload == "resnet18" else _lenet(torch)
         _copy_to_torch(torch, src, model)
         lib, x = torch, torch.from_numpy(data)
     else:

@@ -69,3 +69,12 @@ def test_suite_quick_prints_a_row_per_system():
         row = next((r for r in rows if system in r), None)
         assert row is not None, proc.stdout
         assert "failed" not in row and "not timed" not in row, row
+
+
+def test_dynamic_benchmark_runs_and_checks_every_size():
+    proc = subprocess.run([sys.executable, str(BENCH / "dynamic.py"), "--quick"],
+                          capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stderr
+    err = float(proc.stdout.split("max rel error over every size ")[1].split()[0])
+    assert err < 1e-3, proc.stdout
+    assert "tracegrad dynamic" in proc.stdout and "dynamic / static" in proc.stdout
