@@ -525,3 +525,15 @@ def test_grid_is_wide():
     assert {m for m, _, _ in _PAD_GRID} == {"constant", "reflect", "replicate", "circular"}
     assert any(any(np.atleast_1d(c[6]) > np.atleast_1d(c[5])) for c in _CONV_GRID)  # stride > k
     assert any(any(np.atleast_1d(c[8]) > 0) for c in _CONVT_GRID)           # output_padding
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+@pytest.mark.parametrize("pad", [(-1, 1), (1, -2), (-1, 2), (2, -1), (-1, 1, 1, -1)])
+def test_negative_padding_crops_as_torch(mode, pad):
+    torch = pytest.importorskip("torch")
+    x = np.arange(20.0).reshape(1, 1, 4, 5)
+    if len(pad) == 2:
+        x = x[0]
+    got = tg.nn.functional.pad(tg.tensor(x), pad, mode=mode)
+    want = torch.nn.functional.pad(torch.tensor(x), pad, mode=mode)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())

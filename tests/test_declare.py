@@ -61,7 +61,7 @@ OPERATORS = """
 OPS_ALL = """
     abs absolute add addmm all amax amin any argmax argmin bitwise_and bitwise_not
     bitwise_or bitwise_xor bmm broadcast_tensors broadcast_to cat ceil chunk clamp clip
-    clone concat concatenate contiguous cos detach div divide dot eq erf exp expand
+    clone concat concatenate contiguous cos detach div divide dot eq erf exp expand isfinite
     expand_as expm1 flatten flip floor floor_divide gather ge gelu greater greater_equal gt
     index_select isinf isnan le lerp less less_equal log log1p log_softmax logical_and
     logical_not logical_or logsumexp lt masked_fill masked_select matmul max maximum mean

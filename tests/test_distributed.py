@@ -243,6 +243,27 @@ m2 = Branchy()
 m2.load_state_dict(m.state_dict())
 (m2(X[0]) ** 2).mean().backward()
 check(g, m2.a.weight.grad.numpy(), "find_unused_parameters")
+# a parameter this backward leaves out, with a gradient accumulated earlier (under no_sync):
+# its own .grad is what the rank contributes, as PyTorch's reducer does
+class Switchy(Branchy):
+    def forward(self, x, both):
+        return self.a(x) + (self.b(x) if both else 0)
+
+
+m = Switchy()
+ddp = nn.parallel.DistributedDataParallel(m, find_unused_parameters=True)
+with ddp.no_sync():
+    (ddp(X[0][mine], True) ** 2).mean().backward()
+(ddp(X[0][mine], R == 0) ** 2).mean().backward()     # only rank 0 uses b now
+m3 = Switchy()
+m3.load_state_dict(m.state_dict())
+for r in range(W):          # every rank's accumulation, averaged
+    rows = np.arange(r * (len(X[0]) // W), (r + 1) * (len(X[0]) // W))
+    (m3(X[0][rows], True) ** 2).mean().backward()
+    if r == 0:
+        (m3(X[0][rows], True) ** 2).mean().backward()
+want = m3.b.weight.grad.numpy() / W
+check(m.b.weight.grad, want, "find_unused_parameters keeps an accumulated gradient")
 try:
     bad = nn.parallel.DistributedDataParallel(Branchy())
     (bad(X[0][mine]) ** 2).mean().backward()

@@ -222,3 +222,23 @@ def test_linalg_inside_compile_matches_eager():
         np.testing.assert_allclose(r[1], results[0][1], rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(r[2], results[0][2], rtol=1e-10, atol=1e-12)
     assert compiled.stats["compiles"] == 1 and compiled.stats["cache_hits"] == 1
+
+
+def test_matrix_power_zero_is_the_identity_whatever_a_holds():
+    a = tg.tensor([[[float("nan"), 1.0], [2.0, float("inf")]]] * 2)
+    np.testing.assert_array_equal(tg.linalg.matrix_power(a, 0).numpy(), np.stack([np.eye(2)] * 2))
+
+
+def test_vector_norm_dim_empty_ord_zero_and_integer_input_as_torch():
+    torch = pytest.importorskip("torch")
+    a = np.random.default_rng(0).standard_normal((2, 3, 4))
+    a[0, 0, 0] = 0.0
+    assert tg.linalg.vector_norm(tg.tensor(a), dim=()).shape == \
+        torch.linalg.vector_norm(torch.tensor(a), dim=()).shape
+    x = tg.tensor(a, requires_grad=True)
+    n = tg.linalg.vector_norm(x, ord=0)
+    assert n.item() == torch.linalg.vector_norm(torch.tensor(a), ord=0).item()
+    n.backward()
+    assert np.all(x.grad.numpy() == 0)
+    with pytest.raises(RuntimeError, match="Expected a floating point"):
+        tg.linalg.vector_norm(tg.ones(3, dtype=tg.int64), dtype=tg.float64)

@@ -375,3 +375,17 @@ def test_assert_close_passes_within_default_tolerances():
         tg.testing.assert_close(tg.tensor(1.0), tg.tensor(1.0), rtol=0.1)
     with pytest.raises(TypeError):
         tg.testing.assert_close(tg.tensor([1.0]), [1.0])
+
+
+@pytest.mark.parametrize("eq", ["i1->", "0...->...", "i_j->"])
+def test_einsum_subscripts_must_be_letters(eq):
+    with pytest.raises(RuntimeError, match="subscripts must be in \\[a-zA-Z\\]"):
+        tg.einsum(eq, tg.ones(3, 3))
+
+
+def test_isfinite_as_torch():
+    torch = pytest.importorskip("torch")
+    v = [1.0, float("inf"), -float("inf"), float("nan"), 0.0]
+    np.testing.assert_array_equal(tg.isfinite(tg.tensor(v)).numpy(),
+                                  torch.isfinite(torch.tensor(v)).numpy())
+    assert tg.isfinite(tg.tensor([1, 2])).numpy().all()

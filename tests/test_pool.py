@@ -411,3 +411,15 @@ def test_compiled_pooling_matches_eager():
         np.testing.assert_allclose(y, results[0][0], rtol=1e-12)
         np.testing.assert_allclose(g, results[0][1], rtol=1e-10, atol=1e-12)
     assert compiled.stats["compiles"] == 1
+
+
+def test_max_pool_with_indices_functions_return_values_and_indices():
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(0).standard_normal((1, 2, 5, 6))
+    for nd, shape in ((1, (1, 2, 7)), (2, (1, 2, 5, 6)), (3, (1, 1, 4, 4, 4))):
+        a = np.random.default_rng(nd).standard_normal(shape)
+        got = getattr(tg.nn.functional, f"max_pool{nd}d_with_indices")(tg.tensor(a), 2)
+        want = getattr(torch.nn.functional, f"max_pool{nd}d_with_indices")(torch.tensor(a), 2)
+        assert isinstance(got, tuple) and len(got) == 2
+        np.testing.assert_array_equal(got[1].numpy(), want[1].numpy())
+    del x

@@ -29,6 +29,7 @@ import numpy as np
 from . import dtypes
 from .ops.core import Primitive, bind, op_error
 from .ops.declare import method
+from .ops.composite import isfinite
 from .ops.elementwise import abs, sqrt, where
 from .ops.linalg import matmul
 from .ops.more_ops import cumprod, diag_embed, diagonal, tril
@@ -473,8 +474,14 @@ def _safe_root(total, p):
 
 
 def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
+    if not x.dtype.is_floating_point:      # before ``dtype``: torch refuses an int input too
+        raise op_error("linalg.vector_norm", f"linalg.vector_norm: Expected a floating point or "
+                                             f"complex tensor as input. Got "
+                                             f"{x.dtype.name.capitalize()}")
     if dtype is not None:
         x = x.to(dtype)
+    if isinstance(dim, (tuple, list)) and not dim:
+        dim = None              # dim=(): every element, as torch's vector_norm
     if not x.dtype.is_floating_point:
         raise op_error("linalg.vector_norm", f"linalg.vector_norm: Expected a floating point or "
                                              f"complex tensor as input. Got "
@@ -491,8 +498,9 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
         return amax(a, dim if dim is not None else (), keepdim)
     if ord == -math.inf:
         return amin(a, dim if dim is not None else (), keepdim)
-    if ord == 0:
-        return sum((x != 0).to(x.dtype), dim, keepdim)
+    if ord == 0:    # the count of nonzeros, differentiable with gradient 0 (as torch's)
+        finite = where(isfinite(x), x, 0.0)     # 0 * inf would be NaN
+        return sum((x != 0).to(x.dtype), dim, keepdim) + sum(finite * 0, dim, keepdim)
     if ord == 1:
         return sum(a, dim, keepdim)
     if ord == 2:
@@ -571,8 +579,9 @@ def inverse(self):
 def matrix_power(A, n):
     if n < 0:
         return matrix_power(inv(A), -n)
-    if n == 0:
-        return A * 0 + diag_embed(diagonal(A, 0, -2, -1) * 0 + 1)
+    if n == 0:      # the identity, whatever A holds (NaN and inf included), batched as A
+        from .creation import eye
+        return broadcast_to(eye(A.shape[-1], dtype=A.dtype), A.shape).clone()
     out = A
     for _ in range(n - 1):
         out = matmul(out, A)

@@ -178,6 +178,13 @@ def pad(input, pad, mode="constant", value=None):
     if n not in (1, 2, 3) or input.ndim not in (n + 1, n + 2):
         raise op_error("pad", f"Padding size {len(pad)} is not supported for {input.ndim}D input "
                               f"tensor.\n{_NON_CONSTANT}", NotImplementedError)
+    if any(w < 0 for pair in pairs for w in pair):     # a negative width crops first, as torch
+        lead = input.ndim - n
+        key = (slice(None),) * lead + tuple(
+            slice(max(-lo, 0), (input.shape[lead + i] - max(-hi, 0))) for i, (lo, hi) in
+            enumerate(pairs))
+        input = input[key]
+        pairs = tuple((max(lo, 0), max(hi, 0)) for lo, hi in pairs)
     return pad_nd(input, pairs, mode)
 
 

@@ -114,9 +114,23 @@ def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
                      return_indices)
 
 
-max_pool1d_with_indices = max_pool1d
-max_pool2d_with_indices = max_pool2d
-max_pool3d_with_indices = max_pool3d
+def max_pool1d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,
+                            ceil_mode=False, return_indices=True):
+    """``max_pool1d`` returning ``(values, indices)``, as PyTorch's (``return_indices`` is
+    accepted and ignored there too)."""
+    return max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,
+                            ceil_mode=False, return_indices=True):
+    """``max_pool2d`` returning ``(values, indices)``."""
+    return max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def max_pool3d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,
+                            ceil_mode=False, return_indices=True):
+    """``max_pool3d`` returning ``(values, indices)``."""
+    return max_pool3d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
 
 
 # average pooling ------------------------------------------------------------------------

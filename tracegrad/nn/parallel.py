@@ -6,14 +6,17 @@ order of ``parameters()`` (roughly the order backward produces their
 gradients), are packed into buckets of about ``bucket_cap_mb`` (25 MB; the
 first bucket 1 MB, as PyTorch). A post-accumulate-grad hook on each parameter
 copies its ``.grad`` into its bucket; when a bucket's last gradient has arrived,
-its all-reduce starts at once (``Iallreduce``), so communication overlaps the
-rest of backward. A callback queued on the autograd engine waits for every
-bucket when ``backward`` ends and writes the averages back into ``.grad``.
+its all-reduce starts (``Iallreduce``) as soon as the buckets before it have
+started too (every rank issues its collectives in one order), so communication
+overlaps the rest of backward. A callback queued on the autograd engine waits for
+every bucket when ``backward`` ends and writes the averages back into ``.grad``.
 
 ``no_sync()`` skips the all-reduce (gradients accumulate locally) until the
-first backward outside it. ``find_unused_parameters=True`` lets parameters that
-got no gradient on a rank count as zeros there (a parameter no rank used keeps
-its ``.grad``); without it such a parameter is an error, as in PyTorch.
+first backward outside it. ``find_unused_parameters=True`` lets a parameter that
+got no gradient in a backward on a rank contribute that rank's ``.grad`` so far
+(zeros if none), as PyTorch's reducer does; a parameter no rank used keeps its
+``.grad``. Without it such a parameter is an error, raised when that backward
+ends (PyTorch raises it at the next forward).
 ``broadcast_buffers`` sends rank 0's buffers before each forward in training.
 
 ``DDP(compile(model))`` runs the compiled forward and backward with the same
@@ -81,7 +84,7 @@ class DistributedDataParallel(Module):
                 for t in list(module.parameters()) + [b for b in module.buffers()]:
                     dist.broadcast(t, src, group=process_group)
         self._buckets, self._where = self._make_buckets()
-        self._queued = False
+        self._queued, self._next = False, 0    # _next: the bucket to start next
         self._handles = [p.register_post_accumulate_grad_hook(self._make_hook(i))
                          for i, p in enumerate(self._params)]
 
@@ -118,15 +121,15 @@ class DistributedDataParallel(Module):
         b, slot = self._where[index]
         bucket = self._buckets[b]
         if bucket.ready[slot]:
-            return              # accumulated twice in one backward: the last copy wins below
+            return              # accumulated twice in one backward: the first copy is kept
         if not self._queued:
             queue_callback(self._finish)
             self._queued = True
+            self._next = 0
         self._copy_in(bucket, slot, grad)
         bucket.ready[slot] = True
         bucket.pending -= 1
-        if bucket.pending == 0:
-            self._start(bucket)
+        self._launch_ready()
         for other in self._buckets:     # MPI progresses requests only when it is called
             if other.request is not None:
                 other.request.Test()
@@ -142,6 +145,13 @@ class DistributedDataParallel(Module):
             data = grad._data
             view[...] = (data if type(data) is np.ndarray else data.get()).reshape(-1)
 
+    def _launch_ready(self):
+        """Start the all-reduce of each full bucket, in bucket order: every rank must issue
+        its collectives in one order, whichever gradients its backward makes first."""
+        while self._next < len(self._buckets) and self._buckets[self._next].pending == 0:
+            self._start(self._buckets[self._next])
+            self._next += 1
+
     def _start(self, bucket):
         from ..distributed._group import mpi
         MPI = mpi()
@@ -154,27 +164,26 @@ class DistributedDataParallel(Module):
         missing = [i for i, p in enumerate(self._params)
                    if not self._buckets[self._where[i][0]].ready[self._where[i][1]]]
         used = None
-        if missing:
-            if not self.find_unused_parameters:
-                for b in self._buckets:
-                    b.reset()
-                names = {id(p): n for n, p in self.module.named_parameters()}
-                raise RuntimeError(
-                    "DistributedDataParallel: parameters got no gradient in this backward: "
-                    f"{[names.get(id(self._params[i]), i) for i in missing]}. Pass "
-                    "find_unused_parameters=True to DistributedDataParallel if some parameters "
-                    "are not used in producing the loss, or make sure every output takes part "
-                    "in it.")
+        if missing and not self.find_unused_parameters:
+            for b in self._buckets:
+                b.reset()
+            names = {id(p): n for n, p in self.module.named_parameters()}
+            raise RuntimeError(
+                "DistributedDataParallel: parameters got no gradient in this backward: "
+                f"{[names.get(id(self._params[i]), i) for i in missing]}. Pass "
+                "find_unused_parameters=True to DistributedDataParallel if some parameters "
+                "are not used in producing the loss, or make sure every output takes part "
+                "in it.")
+        if self.find_unused_parameters:     # every rank: which parameters any rank used
             used = np.ones(len(self._params), np.int32)
-            for i in missing:       # zeros here; only ranks that used it contribute
+            for i in missing:       # this rank's .grad so far (accumulated, or none: zeros)
                 used[i] = 0
                 b, slot = self._where[i]
                 bucket = self._buckets[b]
-                self._copy_in(bucket, slot, None)
+                self._copy_in(bucket, slot, self._params[i].grad)
                 bucket.ready[slot] = True
                 bucket.pending -= 1
-                if bucket.pending == 0:
-                    self._start(bucket)
+            self._launch_ready()
             from ..distributed._group import mpi
             self._pg.comm.Allreduce(mpi().IN_PLACE, used, mpi().SUM)
         n = self._pg.size()

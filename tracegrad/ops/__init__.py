@@ -14,8 +14,8 @@ from . import composite, elementwise, index_ops, linalg, pool, reduce_ops, shape
 from . import conv  # noqa: F401 - convolution, padding and im2col primitives
 from . import more_ops  # noqa: F401 - scans, sorting, einsum, random draws (exported by tracegrad)
 from .composite import (
-    addmm, floor_divide, gelu, lerp, log_softmax, logsumexp, mean, norm, remainder, rsub, silu,
-    softmax, softplus, square, std, std_mean, true_divide, var, var_mean,
+    addmm, floor_divide, gelu, isfinite, lerp, log_softmax, logsumexp, mean, norm, remainder,
+    rsub, silu, softmax, softplus, square, std, std_mean, true_divide, var, var_mean,
 )
 from .core import PRIMITIVES, Aval, Primitive, bind, inplace, op_error, sum_to_shape
 from .elementwise import (

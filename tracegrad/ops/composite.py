@@ -8,7 +8,8 @@ from .. import dtypes
 from .core import op_error
 from .declare import backward_name, method
 from .elementwise import (
-    add, div, erf, exp, floor, isinf, log, mul, pow, sigmoid, sqrt, sub, tanh, where,
+    add, div, erf, exp, floor, isinf, isnan, log, logical_not, mul, pow, sigmoid, sqrt, sub,
+    tanh, where,
 )
 from .reduce_ops import amax, sum
 from .rules import norm_dims
@@ -172,3 +173,9 @@ def remainder(input, other):
 @method
 def floor_divide(input, other):
     return div(input, other, rounding_mode="floor")
+
+
+@method
+def isfinite(input):
+    """True where ``input`` is neither inf nor NaN (every element of an integer tensor)."""
+    return logical_not(isnan(input) | isinf(input))

@@ -410,6 +410,10 @@ def _parse_einsum(equation, operands):
         raise op_error("einsum", "einsum(): more operands were provided than specified in the "
                                  "equation" if len(operands) > len(terms) else
                        "einsum(): fewer operands were provided than specified in the equation")
+    for k, ch in enumerate(eq):     # PyTorch's subscripts: letters (and "...", ",", "->")
+        if not (ch.isascii() and ch.isalpha()) and ch not in ".,->":
+            raise op_error("einsum", f"einsum(): invalid subscript given at index {k} in the "
+                                     "equation string, subscripts must be in [a-zA-Z]")
     ell_n = 0
     labels = []
     for term, op in zip(terms, operands):
