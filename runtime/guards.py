@@ -24,7 +24,8 @@ before the variant runs; a changed one retraces (the reason names it):
   constant name is a chain too, and so is one rooted at a local assigned once from such a
   chain (``c = self.cfg; c.p``). A chain that ends at a method of the user's (``cfg.get()``)
   has that method followed, its first parameter being the object: its reads are guarded in
-  turn. Not followed: a key computed at run time (``HP[k]``), a local assigned twice;
+  turn. ``HP[k]`` with a key read from a global or a closure is read with the key's value
+  (the key itself guarded). Not followed: a key that is a local, a local assigned twice;
 - small NumPy arrays (up to ``ARRAY_LIMIT`` elements) read from globals and closures, by
   content; a larger one is read as the constant it was, with a warning saying so.
 
@@ -338,6 +339,9 @@ def _chain_guards(f, fn, module, args, kwargs, chains, tree, seen, methods, self
     ``self_obj``: the object ``f``'s first parameter is (``f`` such a method), or None."""
     guards = []
     for root, kind, steps, where in chains:
+        steps = _keyed(f, steps)
+        if steps is None:
+            continue            # a key from a local or a parameter: not read here
         roots = _roots(f, fn, module, args, kwargs, root, kind)
         if self_obj is not None and kind == "param" and root == _first_param(f):
             roots = [(self_obj, None)]
@@ -370,6 +374,29 @@ def _chain_guards(f, fn, module, args, kwargs, chains, tree, seen, methods, self
                 seen.add((id(store), key))
             guards.append(ChainGuard(f"the attribute {shown}", obj, get, steps, value, where))
     return guards
+
+
+def _keyed(f, steps):
+    """``steps`` with each ``("item of", k)`` made ``("item", value of k)`` for a key ``k``
+    read from a global or a closure cell (a plain one is guarded itself, so the chain is
+    read with the key the trace saw), or None when a key is a local or a parameter."""
+    if not any(s == "item of" for s, _ in steps):
+        return steps
+    out = []
+    for step, key in steps:
+        if step == "item of":
+            names = source_names(f)
+            if names is None or names.kind(key) not in ("global", "closure"):
+                return None
+            try:
+                value = names.getter(key)()
+            except Exception:       # noqa: BLE001 - unbound now: nothing to read
+                return None
+            if not plain(value) or isinstance(value, (list, dict)):
+                return None
+            step, key = "item", value
+        out.append((step, key))
+    return tuple(out)
 
 
 def _user_method(obj, step):

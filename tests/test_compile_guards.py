@@ -675,8 +675,6 @@ TABLE = {"a": {"s": 2.0}, "fn": len}    # not plain (it holds a function): no wh
 KEY = "a"
 
 
-@pytest.mark.xfail(reason="a subscript whose key is computed at run time (TABLE[KEY]) of a "
-                          "dict that is not plain is not guarded", strict=True)
 def test_a_subscript_with_a_key_from_a_variable():
     def f(x):
         return x * TABLE[KEY]["s"]
@@ -687,3 +685,20 @@ def test_a_subscript_with_a_key_from_a_variable():
         assert c(tg.ones(1)).item() == 3.0
     finally:
         TABLE["a"]["s"] = 2.0
+
+
+
+def test_the_key_variable_of_a_subscript_is_guarded_too():
+    global KEY
+
+    def f(x):
+        return x * TABLE[KEY]["s"]
+    c = tg.compile(f)
+    TABLE["b"] = {"s": 7.0}
+    try:
+        assert c(tg.ones(1)).item() == 2.0
+        KEY = "b"
+        assert c(tg.ones(1)).item() == 7.0
+    finally:
+        KEY = "a"
+        del TABLE["b"]

@@ -327,7 +327,8 @@ def _aliases(fdef, names):
 
 def _chain(node):
     """``(root Name node, steps)`` for ``a.b["k"].c`` (steps ``("attr", "b")``,
-    ``("item", "k")``, ...), or None when the expression is not such a chain."""
+    ``("item", "k")``, ...; ``("item of", "k")`` for ``a[k]``, keyed by the variable ``k``),
+    or None when the expression is not such a chain."""
     steps = []
     while True:
         if isinstance(node, gast.Call) and isinstance(node.func, gast.Name) \
@@ -341,6 +342,8 @@ def _chain(node):
         elif isinstance(node, gast.Subscript) and isinstance(node.slice, gast.Constant) \
                 and type(node.slice.value) in (str, int):
             steps.append(("item", node.slice.value))
+        elif isinstance(node, gast.Subscript) and isinstance(node.slice, gast.Name):
+            steps.append(("item of", node.slice.id))     # TABLE[key]: the key's value then
         else:
             break
         node = node.value
