@@ -1,30 +1,25 @@
-"""More of PyTorch's tensor ops: scans, sorting, triangles, diagonals, einsum, random draws.
+"""More of PyTorch's tensor ops: scans, sorting, triangles, diagonals, comparisons.
 
 Primitives (one block each): ``cumsum``, ``cumprod``, ``argsort``, ``tril``/``triu``,
 ``roll``, ``diagonal`` and its adjoint ``diagonal_scatter``, ``atan2``. Everything else is a
 composite of primitives: ``sort``/``topk``/``kthvalue`` gather the values at ``argsort``'s
-indices (so their gradients scatter back to those indices), ``einsum`` reduces an equation
-to ``diagonal``, ``sum``, ``permute``, ``reshape`` and batched ``matmul``, the random draws
-(``bernoulli``, ``normal``, ``multinomial``) build on ``rand``/``randn`` so ``manual_seed``
-governs them and a compiled function draws afresh each call.
+indices (so their gradients scatter back to those indices). ``einsum`` is in ``einsum.py``,
+the random draws in ``random_ops.py``; ``tracegrad`` exports all three modules' ``__all__``.
 """
-import builtins
 import math
 from collections import namedtuple
 
 import numpy as np
 
 from .. import dtypes
-from .._hooks import state as _hook_state
 from ..tensor import Tensor
 from .core import Primitive, bind, op_error
 from .declare import method
 from .elementwise import _as_float, abs, eq, exp, isinf, isnan, log1p, maximum, where
 from .index_ops import gather, index_select
-from .linalg import matmul
 from .reduce_ops import sum
 from .rules import broadcast, float_promote, norm_dim
-from .shape_ops import expand, flip, narrow, permute, reshape, squeeze, unsqueeze
+from .shape_ops import expand, flip, narrow, reshape, squeeze, unsqueeze
 
 values_indices = namedtuple("values_indices", ["values", "indices"])
 
@@ -398,257 +393,6 @@ def meshgrid(*tensors, indexing="ij"):
     return tuple(outs)
 
 
-# einsum ------------------------------------------------------------------------------------
-
-def _parse_einsum(equation, operands):
-    """Each operand's labels (one character each; an ellipsis becomes labels ``0``, ``1``,
-    ... right-aligned over its dims) and the output's labels."""
-    eq = equation.replace(" ", "")
-    lhs, arrow, rhs = eq.partition("->")
-    terms = lhs.split(",")
-    if len(terms) != len(operands):
-        raise op_error("einsum", "einsum(): more operands were provided than specified in the "
-                                 "equation" if len(operands) > len(terms) else
-                       "einsum(): fewer operands were provided than specified in the equation")
-    for k, ch in enumerate(eq):     # PyTorch's subscripts: letters (and "...", ",", "->")
-        if not (ch.isascii() and ch.isalpha()) and ch not in ".,->":
-            raise op_error("einsum", f"einsum(): invalid subscript given at index {k} in the "
-                                     "equation string, subscripts must be in [a-zA-Z]")
-    ell_n = 0
-    labels = []
-    for term, op in zip(terms, operands):
-        if "..." in term:
-            pre, _, post = term.partition("...")
-            n = op.ndim - len(pre) - len(post)
-            if n < 0:
-                raise op_error("einsum", f"einsum(): the number of subscripts in the equation "
-                                         f"({len(pre) + len(post)}) is more than the number of "
-                                         f"dimensions ({op.ndim}) for operand")
-            ell_n = max(ell_n, n)
-            labels.append(list(pre) + [None] * n + list(post))
-        else:
-            if len(term) != op.ndim:
-                raise op_error("einsum", f"einsum(): the number of subscripts in the equation "
-                                         f"({len(term)}) does not match the number of dimensions "
-                                         f"({op.ndim}) for operand and no ellipsis was given")
-            labels.append(list(term))
-    for term, labs in zip(terms, labels):      # ellipsis dims, right-aligned across operands
-        k = builtins.sum(1 for v in labs if v is None)
-        it = iter(str(ell_n - k + j) for j in range(k))
-        labs[:] = [next(it) if v is None else v for v in labs]
-    ell = [str(j) for j in range(ell_n)]
-    for labs in labels:
-        for v in labs:
-            if not (v.isdigit() or v.isalpha()):
-                raise op_error("einsum", "einsum(): invalid subscript given at index in the "
-                                         "equation string, subscripts must be in [a-zA-Z]")
-    if arrow:
-        if "..." in rhs:
-            pre, _, post = rhs.partition("...")
-            out = list(pre) + ell + list(post)
-        else:
-            out = list(rhs)
-        seen = {v for labs in labels for v in labs}
-        for v in out:
-            if v not in seen:
-                raise op_error("einsum", f"einsum(): output subscript {v} does not appear in the "
-                                         f"equation for any input operand")
-        if len(set(out)) != len(out):
-            raise op_error("einsum", "einsum(): output subscript appears more than once in the "
-                                     "output")
-    else:
-        counts = {}
-        for labs in labels:
-            for v in labs:
-                counts[v] = counts.get(v, 0) + 1
-        out = ell + sorted(v for v, c in counts.items() if c == 1 and not v.isdigit())
-    return labels, out
-
-
-def _take_diagonals(x, labs):
-    """Repeated labels within one operand select its diagonal (``ii->i``)."""
-    labs = list(labs)
-    while True:
-        dup = next((v for v in labs if labs.count(v) > 1), None)
-        if dup is None:
-            return x, labs
-        i = labs.index(dup)
-        j = labs.index(dup, i + 1)
-        x = bind(diagonal_p, x, offset=0, dim1=i, dim2=j)
-        labs = [v for k, v in enumerate(labs) if k not in (i, j)] + [dup]
-
-
-def _sum_labels(x, labs, drop):
-    dims = tuple(i for i, v in enumerate(labs) if v in drop)
-    if not dims:
-        return x, labs
-    return sum(x, dims), [v for v in labs if v not in drop]
-
-
-def _contract(a, la, b, lb, keep):
-    """``a`` and ``b`` multiplied over shared labels, summed over shared labels not in
-    ``keep``: a batched matmul over [batch, left, contracted] x [batch, contracted, right]."""
-    batch = [v for v in la if v in lb and v in keep]
-    con = [v for v in la if v in lb and v not in keep]
-    left = [v for v in la if v not in lb]
-    right = [v for v in lb if v not in la]
-    size = dict(zip(la, a.shape))
-    size.update(zip(lb, b.shape))
-    pa = permute(a, tuple(la.index(v) for v in batch + left + con))
-    pb = permute(b, tuple(lb.index(v) for v in batch + con + right))
-    nb = math.prod(size[v] for v in batch)
-    nl, nc = math.prod(size[v] for v in left), math.prod(size[v] for v in con)
-    nr = math.prod(size[v] for v in right)
-    out = matmul(reshape(pa, (nb, nl, nc)), reshape(pb, (nb, nc, nr)))
-    return reshape(out, tuple(size[v] for v in batch + left + right)), batch + left + right
-
-
-def einsum(equation, *operands):
-    """Einstein summation over any equation PyTorch accepts: explicit or implicit output,
-    ``...`` (broadcast across operands), repeated labels within an operand (diagonals and
-    traces). Operands contract left to right, each pair as one batched matmul. The sublist
-    form ``einsum(a, [0, 1], b, [1, 2], [0, 2])`` is accepted too."""
-    if not isinstance(equation, str):
-        equation, operands = _sublist_equation((equation,) + operands)
-    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
-        operands = tuple(operands[0])
-    if not operands:
-        raise op_error("einsum", "einsum(): must provide at least one operand")
-    labels, out = _parse_einsum(equation, operands)
-    # a label's size: dims of size 1 broadcast against the others (as PyTorch's ellipsis do)
-    size = {}
-    for op_, labs in zip(operands, labels):
-        for v, n in zip(labs, op_.shape):
-            if size.get(v, 1) != 1 and n not in (1, size[v]):
-                raise op_error("einsum", "einsum(): operands do not broadcast with remapped "
-                                         "shapes (original->remapped)")
-            size[v] = n if size.get(v, 1) == 1 else size[v]
-    terms = []
-    for op_, labs in zip(operands, labels):
-        x, labs = _take_diagonals(op_, labs)
-        full = tuple(size[v] for v in labs)
-        if tuple(x.shape) != full:
-            x = expand(x, *full)
-        terms.append((x, labs))
-    x, labs = terms[0]
-    for k in range(1, len(terms)):
-        y, ly = terms[k]
-        rest = {v for _, ls in terms[k + 1:] for v in ls} | set(out)
-        # labels that only one side holds and nobody needs later are summed first
-        x, labs = _sum_labels(x, labs, {v for v in labs if v not in rest and v not in ly})
-        y, ly = _sum_labels(y, ly, {v for v in ly if v not in rest and v not in labs})
-        x, labs = _contract(x, labs, y, ly, rest)
-    x, labs = _sum_labels(x, labs, {v for v in labs if v not in out})
-    if labs != out:
-        x = permute(x, tuple(labs.index(v) for v in out))
-    return x
-
-
-def _sublist_equation(args):
-    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-
-    def term(sub):
-        return "".join("..." if s is Ellipsis else letters[s] for s in sub)
-    ops, terms = [], []
-    args = list(args)
-    while len(args) >= 2:
-        ops.append(args.pop(0))
-        terms.append(term(args.pop(0)))
-    eqn = ",".join(terms) + ("->" + term(args[0]) if args else "")
-    return eqn, tuple(ops)
-
-
-# random draws ------------------------------------------------------------------------------
-
-@method
-def bernoulli(input, p=None, *, generator=None):
-    """1 with probability ``input`` (or ``p``), else 0, in ``input``'s dtype; no gradient."""
-    from ..creation import rand
-    prob = input if p is None else p
-    u = rand(input.shape, generator=generator, dtype=input.dtype if input.dtype
-             .is_floating_point else dtypes.get_default_dtype())
-    out = (u < prob).to(input.dtype)
-    # PyTorch's result takes part in autograd with a zero gradient
-    return out + input * 0 if input.requires_grad and input.dtype.is_floating_point else out
-
-
-@method("bernoulli_")
-def _bernoulli_(self, p=0.5, *, generator=None):
-    return self.copy_(bernoulli(self, p, generator=generator))
-
-
-def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None,
-           requires_grad=False):
-    """Samples of N(mean, std**2). Tensor ``mean``/``std`` broadcast; their gradient is
-    zero, as in PyTorch (a sample is not reparametrised)."""
-    from ..creation import randn
-    tensors = [t for t in (mean, std) if isinstance(t, Tensor)]
-    if not tensors:
-        if size is None:
-            raise op_error("normal", "normal() missing the 'size' argument for float mean and "
-                                     "std", TypeError)
-        z = randn(size, generator=generator, dtype=dtype, device=device)
-        out = z * std + mean
-        return out.requires_grad_(True) if requires_grad else out
-    if isinstance(std, Tensor) and _hook_state.tracer is None and bool((std < 0).any()):
-        raise op_error("normal", "normal expects all elements of std >= 0.0")
-    shape = broadcast(*[t.shape for t in tensors])
-    dt = dtypes.result_type(*tensors)
-    z = randn(shape, generator=generator, dtype=dt, device=tensors[0].device)
-    sample = (z * (std.detach() if isinstance(std, Tensor) else std)
-              + (mean.detach() if isinstance(mean, Tensor) else mean))
-    for t in tensors:       # zero gradients to mean and std
-        sample = sample + t * 0
-    return sample
-
-
-@method
-def multinomial(input, num_samples, replacement=False, *, generator=None):
-    """Indices drawn by the (unnormalised) weights in the last dim of a 1-D or 2-D input.
-
-    With replacement: the count of cumulative weights at or below a uniform draw. Without:
-    the ``num_samples`` smallest of Exp(1) / w (the exponential race), so no category is
-    drawn twice and zero weights only when nothing else is left (an error, as in PyTorch)."""
-    from ..creation import rand
-    from .elementwise import log
-    if input.ndim not in (1, 2):
-        raise op_error("multinomial", "prob_dist must be 1 or 2 dim")
-    if not input.dtype.is_floating_point:
-        raise op_error("multinomial", "multinomial only supports floating-point dtypes for input")
-    n = input.shape[-1]
-    if num_samples <= 0:
-        raise op_error("multinomial", "cannot sample n_sample <= 0 samples")
-    if not replacement and num_samples > n:
-        raise op_error("multinomial", "cannot sample n_sample > prob_dist.size(-1) samples "
-                                      "without replacement")
-    w = input.detach()
-    if _hook_state.tracer is None:
-        data = w._data
-        if (data < 0).any() or not np.isfinite(data).all():
-            raise op_error("multinomial", "probability tensor contains either `inf`, `nan` or "
-                                          "element < 0")
-        nonzero = (data > 0).sum(-1)
-        if (nonzero == 0).any():
-            raise op_error("multinomial", "invalid multinomial distribution (sum of "
-                                          "probabilities <= 0)")
-        if not replacement and (nonzero < num_samples).any():
-            raise op_error("multinomial", "invalid multinomial distribution (with "
-                                          "replacement=False, not enough non-negative category "
-                                          "to sample)")
-    batch = tuple(w.shape[:-1])
-    if replacement:
-        cdf = cumsum(w, -1)
-        cdf = cdf / narrow(cdf, -1, n - 1, 1)
-        u = rand(batch + (num_samples,), generator=generator, dtype=w.dtype)
-        below = unsqueeze(cdf, -2) <= unsqueeze(u, -1)
-        idx = sum(below, -1)
-        return where(idx > n - 1, n - 1, idx)
-    u = rand(batch + (n,), generator=generator, dtype=w.dtype)
-    positive = w > 0
-    keys = where(positive, -log(1 - u) / where(positive, w, 1.0), math.inf)
-    return narrow(argsort(keys, -1, stable=True), -1, 0, num_samples)
-
-
 # comparisons ---------------------------------------------------------------------------------
 
 @method
@@ -688,5 +432,9 @@ def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 __all__ = ["cumsum", "cumprod", "argsort", "sort", "msort", "topk", "kthvalue", "tril", "triu",
            "roll", "diagonal", "diag_embed", "diag", "trace", "atan2", "arctan2", "logaddexp",
-           "logaddexp2", "nan_to_num", "repeat_interleave", "meshgrid", "einsum", "bernoulli",
-           "normal", "multinomial", "isclose", "allclose"]
+           "logaddexp2", "nan_to_num", "repeat_interleave", "meshgrid", "isclose", "allclose"]
+
+from .einsum import einsum  # noqa: E402,F401 - exported with the rest (tracegrad.einsum)
+from .random_ops import bernoulli, multinomial, normal  # noqa: E402,F401
+
+__all__ += ["einsum", "bernoulli", "normal", "multinomial"]
