@@ -32,7 +32,9 @@ class CompiledFunctionBackward(Node):
             self._check_versions()
         v = self.variant
         if _gm.grad_enabled:        # create_graph: run the joint graph through eager ops
-            outs = self._replaying(evaluate, v.joint, list(self.inputs) + list(grads))
+            sizes = {str(n): self.inputs[ti]._data.shape[d] for ti, d, n in v.sym_dims} \
+                if getattr(v, "sym_dims", None) else None     # a dynamic variant: its sizes now
+            outs = self._replaying(evaluate, v.joint, list(self.inputs) + list(grads), sizes)
             return [None if k is None else outs[k] for k in v.grad_index]
         arrays = run_generated(v.backward, [*self.residuals, *[g._data for g in grads]],
                                v.profile_name, "backward")

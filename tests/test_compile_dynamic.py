@@ -239,3 +239,19 @@ def test_a_replaced_captured_tensor_is_read_at_a_new_size_too():
     c(tg.ones(8, 4))
     ns["W"] = tg.full((4,), 5.0)
     assert c(tg.ones(16, 4)).sum().item() == 320.0
+
+
+@pytest.mark.parametrize("body", [lambda x: x / x.mean(),
+                                  lambda x: (x.unsqueeze(0) * x.unsqueeze(1)).sum()],
+                         ids=["a count", "a reshape"])
+def test_create_graph_through_a_dynamic_variant_uses_the_call_sizes(body):
+    c = tg.compile(body)
+    for n in (3, 5, 8):
+        x = tg.tensor(np.linspace(-1, 1, n * 4).reshape(n, 4), requires_grad=True)
+        (g,) = tg.autograd.grad(c(x).sum(), x, create_graph=True)
+        (want,) = tg.autograd.grad(body(x).sum(), x, create_graph=True)
+        np.testing.assert_allclose(g.detach().numpy(), want.detach().numpy(), rtol=1e-9)
+        (gg,) = tg.autograd.grad(g.square().sum(), x)
+        (wg,) = tg.autograd.grad(want.square().sum(), x)
+        np.testing.assert_allclose(gg.numpy(), wg.numpy(), rtol=1e-8)
+    assert c.stats["compiles"] == 2

@@ -288,7 +288,9 @@ def programs(draw):
     if not any(requires_grad):
         requires_grad[-1] = True
     seed = draw(st.integers(0, 2 ** 32 - 1))
-    return Program(shapes[:n_in], requires_grad, steps, outputs, seed, n_branches)
+    prog = Program(shapes[:n_in], requires_grad, steps, outputs, seed, n_branches)
+    prog.sizes = (a, b)         # the sizes the shapes were made of (for other sizes)
+    return prog
 
 
 def _branch(env, c, i, yes, no):
@@ -588,6 +590,51 @@ def test_random_programs_traced_with_symbolic_sizes(prog, backend):
             _close(a, b, f"{kind} {n}")
     assert compiled.stats["fallbacks"] == 0, compiled.stats
     event("symbolic" if any(v.sym_dims for v in compiled._variants) else "specialised")
+
+
+def _resized(prog, grow):
+    """The program's inputs with its sizes ``a`` and ``b`` grown by ``grow`` where a dim
+    reads as one of them unambiguously (not 1 or 2, which the shape pool also uses as
+    constants), drawn from the program's seed; None when no dim changes."""
+    a, b = prog.sizes
+    new = {d: d + grow for d in (a, b) if d > 2 and a != b}
+    shapes = [tuple(new.get(d, d) for d in s) for s in prog.in_shapes]
+    if shapes == list(prog.in_shapes):
+        return None
+    rng = np.random.default_rng(prog.seed + 7 * grow)
+    return [rng.uniform(-2, 2, s) for s in shapes]
+
+
+@settings(max_examples=MAX_EXAMPLES // 4, deadline=None, database=None,
+          derandomize=not os.environ.get("TRACEGRAD_PROPERTY_RANDOM"),
+          suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                 HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(prog=programs())
+def test_random_programs_at_several_sizes(prog, backend):
+    """The same compiled program called at its sizes and at two larger ones (automatic
+    dynamic: the second size traces symbolic sizes, checked against the first; the third
+    reuses or retraces): every call gives eager's outputs and gradients, on both tiers.
+    Programs whose eager run fails at another size (a reshape to fixed sizes) are left."""
+    fn = prog.function()
+    compiled = tg.compile(fn)
+    for k, arrays in enumerate([_values(prog, 0), _resized(prog, 2), _resized(prog, 5)]):
+        assume(arrays is not None)
+        PROBE.start()
+        try:
+            want = _run(fn, arrays, prog.requires_grad)
+        except (RuntimeError, ValueError, IndexError):
+            assume(k > 0 and False)     # not a program of these sizes
+        finally:
+            PROBE.stop()
+        assume(not PROBE.near_kink)
+        got = _run(compiled, arrays, prog.requires_grad)
+        for kind, g, w in zip(("output", "grad", "create_graph grad", "second-order grad"),
+                              got, want):
+            assert (g is None) == (w is None), f"size {k}: {kind}s exist"
+            for n, (x, y) in enumerate(zip(g or (), w or ())):
+                _close(x, y, f"size {k}: {kind} {n}")
+    assert compiled.stats["fallbacks"] == 0, compiled.stats
+    event("dynamic" if any(v.sym_dims for v in compiled._variants) else "static")
 
 
 def _check_program(prog):

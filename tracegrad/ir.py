@@ -389,12 +389,17 @@ def infer_aval(op, inputs, params):
 
 # the reference interpreter -----------------------------------------------------------------
 
-def evaluate(graph, args):
-    """Run ``graph`` on tensors through the eager ops (so autograd records it)."""
+def evaluate(graph, args, sizes=None):
+    """Run ``graph`` on tensors through the eager ops (so autograd records it); ``sizes``
+    (symbol -> int) gives a dynamic graph's symbolic sizes their values for this call."""
+    from .symbolic import substitute
     env = dict(zip(graph.inputs, args))
     for n in graph.nodes:
         ins = [env[v] if type(v) is Value else v for v in n.inputs]
-        env[n.out] = bind(n.prim, *ins, **n.params)
+        params = n.params
+        if sizes:
+            ins, params = substitute(ins, sizes), substitute(params, sizes)
+        env[n.out] = bind(n.prim, *ins, **params)
     return [env[v] for v in graph.outputs]
 
 
