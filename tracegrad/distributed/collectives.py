@@ -179,6 +179,18 @@ def _nccl_for(pg, *tensors):
     return pg.nccl if all(type(t._data) is not np.ndarray for t in tensors) else None
 
 
+def _starter(comm, name, *args):
+    """``start(nonblocking)`` for ``_run``: MPI's ``I<name>`` on ``args`` (its request
+    returned) or the blocking ``<name>``."""
+    blocking, nonblocking = getattr(comm, name), getattr(comm, "I" + name.lower())
+
+    def start(nonblock):
+        if nonblock:
+            return nonblocking(*args)
+        blocking(*args)
+    return start
+
+
 def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     """Reduce ``tensor`` across the group in place: every rank ends with the result."""
     pg = resolve(group)
@@ -190,10 +202,7 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     buf, back = _array(tensor)
     avg = _avg_step(buf, pg, tensor) if _is_avg(op) else None
 
-    def start(nonblocking):
-        if nonblocking:
-            return pg.comm.Iallreduce(MPI.IN_PLACE, buf, mop)
-        pg.comm.Allreduce(MPI.IN_PLACE, buf, mop)
+    start = _starter(pg.comm, "Allreduce", MPI.IN_PLACE, buf, mop)
     return _run(pg, async_op, start, _finisher(avg, back, lambda: _bump(tensor)), [tensor])
 
 
@@ -217,10 +226,7 @@ def broadcast(tensor, src=0, group=None, async_op=False, group_src=None):
         return nccl.broadcast(tensor, root, async_op)
     buf, back = _array(tensor)
 
-    def start(nonblocking):
-        if nonblocking:
-            return pg.comm.Ibcast(buf, root)
-        pg.comm.Bcast(buf, root)
+    start = _starter(pg.comm, "Bcast", buf, root)
     return _run(pg, async_op, start, _finisher(back, lambda: _bump(tensor)), [tensor])
 
 
@@ -241,11 +247,7 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
         _check_same(t, tensor, "all_gather")
     send, _ = _array(tensor)
     recv = np.empty((n,) + send.shape, send.dtype)
-
-    def start(nonblocking):
-        if nonblocking:
-            return pg.comm.Iallgather(send, recv)
-        pg.comm.Allgather(send, recv)
+    start = _starter(pg.comm, "Allgather", send, recv)
 
     def finish():
         for i, t in enumerate(tensor_list):
@@ -274,10 +276,7 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
     send, _ = _array(input_tensor)
     recv, back = _array(output_tensor)
 
-    def start(nonblocking):
-        if nonblocking:
-            return pg.comm.Iallgather(send, recv)
-        pg.comm.Allgather(send, recv)
+    start = _starter(pg.comm, "Allgather", send, recv)
     return _run(pg, async_op, start, _finisher(back, lambda: _bump(output_tensor)),
                 [output_tensor])
 
@@ -298,10 +297,7 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
     recv, back = _array(output)
     avg = _avg_step(recv, pg, output) if _is_avg(op) else None
 
-    def start(nonblocking):
-        if nonblocking:
-            return pg.comm.Ireduce_scatter_block(send, recv, mop)
-        pg.comm.Reduce_scatter_block(send, recv, mop)
+    start = _starter(pg.comm, "Reduce_scatter_block", send, recv, mop)
     return _run(pg, async_op, start, _finisher(avg, back, lambda: _bump(output)), [output])
 
 
@@ -327,10 +323,7 @@ def reduce(tensor, dst=0, op=ReduceOp.SUM, group=None, async_op=False, group_dst
     else:
         send, recv, finish = buf, None, None
 
-    def start(nonblocking):
-        if nonblocking:
-            return pg.comm.Ireduce(send, recv, mop, root)
-        pg.comm.Reduce(send, recv, mop, root)
+    start = _starter(pg.comm, "Reduce", send, recv, mop, root)
     return _run(pg, async_op, start, finish, [tensor])
 
 
@@ -348,10 +341,7 @@ def gather(tensor, gather_list=None, dst=0, group=None, async_op=False, group_ds
     elif gather_list:
         raise ValueError("gather: gather_list must be given on the destination rank only")
 
-    def start(nonblocking):
-        if nonblocking:
-            return pg.comm.Igather(send, recv, root)
-        pg.comm.Gather(send, recv, root)
+    start = _starter(pg.comm, "Gather", send, recv, root)
 
     def finish():
         if mine:
@@ -374,10 +364,7 @@ def scatter(tensor, scatter_list=None, src=0, group=None, async_op=False, group_
     elif scatter_list:
         raise ValueError("scatter: scatter_list must be given on the source rank only")
 
-    def start(nonblocking):
-        if nonblocking:
-            return pg.comm.Iscatter(send, recv, root)
-        pg.comm.Scatter(send, recv, root)
+    start = _starter(pg.comm, "Scatter", send, recv, root)
     return _run(pg, async_op, start, _finisher(back, lambda: _bump(tensor)), [tensor])
 
 
@@ -390,10 +377,7 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
     send, _ = _array(input)
     recv, back = _array(output)
 
-    def start(nonblocking):
-        if nonblocking:
-            return pg.comm.Ialltoall(send, recv)
-        pg.comm.Alltoall(send, recv)
+    start = _starter(pg.comm, "Alltoall", send, recv)
     return _run(pg, async_op, start, _finisher(back, lambda: _bump(output)), [output])
 
 
