@@ -512,8 +512,9 @@ def test_variable_volatile_warns_and_records_nothing():
     assert (w * 2).grad_fn is not None
 
 
-def test_an_input_returned_and_marked_non_differentiable_stays_so():
-    class PassThrough(tg.autograd.Function):
+def _pass_through(lib):
+    """A Function returning its input ``x`` marked non-differentiable, in ``lib``."""
+    class PassThrough(lib.autograd.Function):
         @staticmethod
         def forward(ctx, x, y):
             ctx.mark_non_differentiable(x)
@@ -522,24 +523,16 @@ def test_an_input_returned_and_marked_non_differentiable_stays_so():
         @staticmethod
         def backward(ctx, gx, gy):
             return None, gy * 2
+    return PassThrough
 
+
+def test_an_input_returned_and_marked_non_differentiable_stays_so():
     x = tg.ones(2, requires_grad=True)
     y = tg.ones(2, requires_grad=True)
-    a, b = PassThrough.apply(x, y)
+    a, b = _pass_through(tg).apply(x, y)
     assert not a.requires_grad and a.grad_fn is None
     assert b.requires_grad
     torch = pytest.importorskip("torch")
-
-    class TorchPassThrough(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x, y):
-            ctx.mark_non_differentiable(x)
-            return x, y * 2
-
-        @staticmethod
-        def backward(ctx, gx, gy):
-            return None, gy * 2
-
-    ta, tb = TorchPassThrough.apply(torch.ones(2, requires_grad=True),
-                                    torch.ones(2, requires_grad=True))
+    ta, tb = _pass_through(torch).apply(torch.ones(2, requires_grad=True),
+                                        torch.ones(2, requires_grad=True))
     assert ta.requires_grad == a.requires_grad and tb.requires_grad == b.requires_grad

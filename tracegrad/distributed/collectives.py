@@ -275,7 +275,6 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
         return nccl.all_gather(output_tensor, input_tensor, async_op)
     send, _ = _array(input_tensor)
     recv, back = _array(output_tensor)
-
     start = _starter(pg.comm, "Allgather", send, recv)
     return _run(pg, async_op, start, _finisher(back, lambda: _bump(output_tensor)),
                 [output_tensor])
