@@ -451,9 +451,7 @@ def _dims_words(v):
     """Which dims a variant keeps static and which dynamic, in words."""
     if not v.sym_dims:
         return "static in every dim (specialised to these sizes)"
-    dyn = {}
-    for ti, d, size in v.sym_dims:
-        dyn.setdefault(str(size), []).append(f"dim {d} of {v.paths[ti]}")
+    dyn = v.sizes.dims(lambda name, d: f"dim {d} of {name}")
     checked = "" if v.sizes.verified else " (so far for these sizes only: not yet checked " \
                                              "against a trace at another size)"
     return "dynamic: " + "; ".join(f"{s} = {', '.join(w)}" for s, w in dyn.items()) \

@@ -157,12 +157,16 @@ class SizeGuard:
 
     paths = ()      # the argument tensors' names (set by build)
 
-    def describe(self):
-        def name(ti):
-            return self.paths[ti] if ti < len(self.paths) else f"tensor {ti}"
-        dims = {}
+    def dims(self, word):
+        """``{symbol: [word(argument name, dim), ...]}``: where each size is read."""
+        out = {}
         for ti, d, size in self.sym_dims:
-            dims.setdefault(str(size), []).append(f"{name(ti)}.shape[{d}]")
+            name = self.paths[ti] if ti < len(self.paths) else f"tensor {ti}"
+            out.setdefault(str(size), []).append(word(name, d))
+        return out
+
+    def describe(self):
+        dims = self.dims(lambda name, d: f"{name}.shape[{d}]")
         where = "; ".join(f"{s} = {' = '.join(w)} >= 2" for s, w in dims.items())
         rel = "".join(f", {_relation(d, op, ok)}" for d, op, ok in self.relations)
         exact = "" if self.verified else ", and (until checked at another size) " + ", ".join(
