@@ -255,3 +255,11 @@ def test_create_graph_through_a_dynamic_variant_uses_the_call_sizes(body):
         (wg,) = tg.autograd.grad(want.square().sum(), x)
         np.testing.assert_allclose(gg.numpy(), wg.numpy(), rtol=1e-8)
     assert c.stats["compiles"] == 2
+
+
+def test_marking_a_dim_out_of_range_is_an_error_that_marks_nothing():
+    from tracegrad.symbolic import marks_of
+    x = tg.ones(2, 3)
+    with pytest.raises(IndexError, match=r"mark_dynamic: Dimension out of range .* got 5"):
+        tg.mark_dynamic(x, [0, 5])
+    assert marks_of(x) is None

@@ -628,12 +628,18 @@ def marks_of(t):
 
 
 def _mark(t, dims, how):
+    dims = list(dims)
+    for d in dims:          # every dim checked before any is marked
+        if not -t.ndim <= d < t.ndim:
+            from .ops.core import op_error
+            raise op_error(f"mark_{how}", f"Dimension out of range (expected to be in range of "
+                                          f"[{-t.ndim}, {t.ndim - 1}], but got {d})", IndexError)
     entry = MARKS.get(id(t))
     if entry is None or entry[0]() is not t:
         key = id(t)
         entry = MARKS[key] = (weakref.ref(t, lambda _, key=key: MARKS.pop(key, None)), {})
     for d in dims:
-        entry[1][d % max(t.ndim, 1)] = how
+        entry[1][d % t.ndim] = how
 
 
 def mark_dynamic(t, index):
