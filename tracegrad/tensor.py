@@ -62,21 +62,22 @@ def parse_to_args(args, kwargs):
 
 
 class Tensor:
-    __slots__ = ("_data", "_requires_grad", "_grad", "_grad_fn", "_output_nr", "_vc", "_base",
+    __slots__ = ("_data", "_requires_grad", "_grad", "_grad_fn", "_output_nr", "_vc_", "_base",
                  "_view_steps", "_view_version", "_backward_hooks", "_post_acc_hooks",
                  "_grad_acc", "_retains_grad", "_is_inference", "_volatile", "dtype", "__weakref__")
 
     # construction ------------------------------------------------------------
     @classmethod
-    def _make(cls, data, grad_fn=None, requires_grad=False, vc=None, output_nr=0):
+    def _make(cls, data, grad_fn=None, requires_grad=False, vc=None, output_nr=0, dtype=None):
+        """A tensor of ``data``; ``dtype``, where the caller knows it, is ``data``'s dtype."""
         t = object.__new__(cls)
         t._data = data
-        t.dtype = _DTYPE_OF.get(data.dtype) or dtypes.from_numpy(data.dtype)
+        t.dtype = dtype or _DTYPE_OF.get(data.dtype) or dtypes.from_numpy(data.dtype)
         t._grad_fn = grad_fn
         t._requires_grad = requires_grad or grad_fn is not None
         t._grad = None
         t._output_nr = output_nr
-        t._vc = _Version() if vc is None else vc
+        t._vc_ = vc
         t._base = t._view_steps = t._backward_hooks = t._post_acc_hooks = t._grad_acc = None
         t._retains_grad = t._volatile = False
         t._is_inference = _gm.inference
@@ -239,6 +240,20 @@ class Tensor:
             return
         self._grad_fn._set_retain_grad(self._output_nr, self)
         self._retains_grad = True
+
+    @property
+    def _vc(self):
+        """The version counter of this tensor's storage, shared with its views. It is made on
+        first use: most tensors (a backward's intermediate gradients) are never saved for a
+        backward nor written in place, and never need one."""
+        vc = self._vc_
+        if vc is None:
+            vc = self._vc_ = _Version()
+        return vc
+
+    @_vc.setter
+    def _vc(self, vc):
+        self._vc_ = vc
 
     @property
     def _version(self):

@@ -18,6 +18,7 @@ import threading
 import numpy as np
 
 from .. import _hooks
+from .._hooks import state as _hook_state
 from . import grad_mode
 from .accumulate import accumulate_grad, accumulate_nonleaf, tensor_type
 from .anomaly_mode import _Anomaly, report
@@ -300,7 +301,7 @@ def run(outputs, root_grads, retain_graph, create_graph, inputs, accumulate):
                 elif buf[nr] is None:
                     buf[nr] = g
                 else:
-                    buf[nr] = buf[nr] + g
+                    buf[nr] = _sum(buf[nr], g)
             out = g = None      # accumulate_grad counts references: hold no gradient here
     finally:
         _gm.grad_enabled = prev_mode
@@ -365,6 +366,17 @@ def _run_one_node(out, root_grads, retain_graph, create_graph, inputs, accumulat
     finally:
         _gm.grad_enabled = prev_mode
     return captured if targets is not None else []
+
+
+def _sum(a, b):
+    """``a + b`` for two gradients of one node output. Outside ``create_graph``, with no
+    tracer or profiler to see the add, two NumPy arrays of one shape and dtype are added
+    directly: a leaf used by many ops receives as many gradients."""
+    da, db = a._data, b._data
+    if (type(da) is np.ndarray and type(db) is np.ndarray and da.dtype is db.dtype
+            and da.shape == db.shape and not _gm.grad_enabled and _hook_state.bind_hook is None):
+        return tensor_type()._make(np.asarray(np.add(da, db)), dtype=a.dtype)   # 0-d: a scalar
+    return a + b
 
 
 def _seq_of(node):

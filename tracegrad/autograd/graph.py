@@ -14,6 +14,7 @@ import re
 import threading
 import weakref
 
+from .accumulate import tensor_type
 from .anomaly_mode import _Anomaly, forward_stack
 
 _seq = itertools.count()
@@ -250,8 +251,7 @@ class SavedTensor:
         if self.unpack_hook is not None:
             return self._with_history(self.unpack_hook(self.packed), node)
         if self.is_output:
-            from ..tensor import Tensor
-            return Tensor._make(self.data, node, vc=self.vc, output_nr=self.output_nr)
+            return tensor_type()._make(self.data, node, vc=self.vc, output_nr=self.output_nr)
         return self.tensor
 
     def _origin(self, node):

@@ -187,13 +187,20 @@ class Primitive:
 
 
 def _bind_function(prim, name, doc):
-    """``name(input[, other])``: the primitive applied to its arguments."""
+    """``name(input[, other])``: the primitive applied to its arguments (``bind``, written
+    out: these are the operators and functions every program calls)."""
     if len(prim.args) == 1:
         def fn(input):
-            return bind(prim, input)
+            hook = _hook_state.bind_hook
+            if hook is not None:
+                return hook(prim, (input,), {})
+            return apply_plain(prim, (input,), {})
     else:
         def fn(input, other):
-            return bind(prim, input, other)
+            hook = _hook_state.bind_hook
+            if hook is not None:
+                return hook(prim, (input, other), {})
+            return apply_plain(prim, (input, other), {})
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = doc or f"The ``{prim.name}`` primitive, elementwise."
     return fn
@@ -225,30 +232,47 @@ class PrimNode(Node):
     """The backward node of one primitive application."""
     __slots__ = ("prim", "params", "saved", "in_meta")
 
+    def __init__(self, next_functions, out_meta, prim, params, in_meta, saved):
+        Node.__init__(self, next_functions, out_meta)
+        self.prim, self.params, self.in_meta, self.saved = prim, params, in_meta, saved
+
     def apply(self, grads):
         saved = self.saved
         if saved is None:
             raise RuntimeError(FREED_ERROR)
         g = grads[0]
         prim = self.prim
-        params = self.params
         in_meta = self.in_meta
-        ins = []
-        for s, m in zip(saved, in_meta):
-            if type(s) is SavedTensor:
-                ins.append(s.unpack(self))
-            elif s is not None or m is None or not prim.reads_avals:
-                ins.append(s)
-            else:               # unsaved input: its shape and dtype are what rules may read
-                ins.append(Aval(m[0], dtypes.from_numpy(m[1])))
         last = saved[-1]
         out = last.unpack(self) if last is not None else None
+        if in_meta is not None:
+            pass
+        elif g is not None and g._data.dtype is self._out_meta[0][1] \
+                and g._data.shape == self._out_meta[0][0]:
+            in_meta = ()        # elementwise, and nothing to undo: see _record
+        else:                   # a gradient of another dtype or shape reached the node
+            m = self._out_meta[0][:2]
+            in_meta = [m if s is None or type(s) is SavedTensor else None for s in saved[:-1]]
+        if in_meta == ():
+            ins = [s.unpack(self) if type(s) is SavedTensor else s for s in saved[:-1]]
+        else:
+            ins = []
+            for s, m in zip(saved, in_meta):
+                if type(s) is SavedTensor:
+                    ins.append(s.unpack(self))
+                elif s is not None or m is None or not prim.reads_avals:
+                    ins.append(s)
+                else:           # unsaved input: its shape and dtype are what rules may read
+                    ins.append(Aval(m[0], dtypes.from_numpy(m[1])))
         nexts = self.next_functions
+        params = self.params
         if prim.vjp_all:         # one rule for all inputs (variadic primitives)
             raw = prim.vjp(g, *ins, out=out, **params)
         else:
             raw = [None if fn is None or rule is None else rule(g, *ins, out=out, **params)
                    for rule, (fn, _) in zip(prim.vjp, nexts)]
+        if in_meta == ():
+            return raw
         res = []
         for r, (fn, _), meta in zip(raw, nexts, in_meta):
             if r is None or fn is None:
@@ -366,7 +390,7 @@ def apply_plain(prim, args, params):
     want = dt.np
     if out.dtype is not want and out.dtype != want:
         out = out.astype(want)
-    t = Tensor._make(out)
+    t = Tensor._make(out, dtype=dt)
     if volatile:      # a deprecated volatile Variable among the inputs: no history downstream
         t._volatile = True
     elif record and _gm.grad_enabled and prim.vjp is not None and dt.is_floating_point:
@@ -382,8 +406,13 @@ def apply_plain(prim, args, params):
 
 
 def _record(prim, out, args, params, save_result=True):
+    data = out._data
+    shape, dtype = data.shape, data.dtype
+    # in_meta: per input its (shape, dtype), for the backward to reduce a broadcast gradient
+    # and cast it back; None (nothing to undo) for an elementwise op whose tensor inputs all
+    # have the output's shape and dtype, the commonest case
+    plain = prim.kind == "elementwise"
     next_functions = []
-    in_meta = []
     saved = [None] * (len(args) + 1)
     for i, a in enumerate(args):
         if isinstance(a, Tensor):
@@ -395,11 +424,14 @@ def _record(prim, out, args, params, save_result=True):
                 next_functions.append((grad_accumulator(a), 0))
             else:
                 next_functions.append((None, 0))
-            in_meta.append((a._data.shape, a._data.dtype))
+            if plain:
+                d = a._data
+                plain = d.dtype is dtype and d.shape == shape
         else:
             next_functions.append((None, 0))
-            in_meta.append(None)
             saved[i] = a
+    in_meta = None if plain else [(a._data.shape, a._data.dtype) if isinstance(a, Tensor)
+                                  else None for a in args]
     save = prim._save_idx
     if prim._save_rest is not None:
         save = save + tuple(range(prim._save_rest, len(args)))
@@ -407,14 +439,12 @@ def _record(prim, out, args, params, save_result=True):
         a = args[i]
         if isinstance(a, Tensor):
             saved[i] = SavedTensor(a)
-    data = out._data
-    node = prim.node_cls(tuple(next_functions), ((data.shape, data.dtype, None),))
-    node.prim, node.params, node.in_meta = prim, params, in_meta
+    node = prim.node_cls(tuple(next_functions), ((shape, dtype, None),), prim, params, in_meta,
+                         saved)
     out._grad_fn = node
     out._requires_grad = True
     if save_result and prim.saves_result:
         saved[-1] = SavedTensor(out, is_output=True)
-    node.saved = saved
 
 
 def sum_to_shape(g, shape):
