@@ -33,6 +33,23 @@ class _State(threading.local):
 state = _State()
 
 
+class Census:
+    """How many of something (hooks, modes) are active now, in any thread. The hot path
+    reads ``n`` (a slot: several times faster than a thread-local attribute) and reads the
+    thread's own state only where ``n`` is not 0."""
+    __slots__ = ("n", "_lock")
+
+    def __init__(self):
+        self.n, self._lock = 0, threading.Lock()
+
+    def add(self, k):
+        with self._lock:
+            self.n += k
+
+
+INSTALLED = Census()    # bind hooks installed now: while none is, ``bind`` goes straight on
+
+
 @contextlib.contextmanager
 def bind_hook_installed(hook, all_threads=False):
     """Install ``hook`` above the active ones for the duration of the block: in this thread,
@@ -43,10 +60,12 @@ def bind_hook_installed(hook, all_threads=False):
     if all_threads:     # the class's default: a staticmethod, or threads would bind it
         prev = _State.__dict__["bind_hook"]
         _State.bind_hook = staticmethod(installed)
+        INSTALLED.add(1)
         try:
             yield
         finally:
             _State.bind_hook = prev
+            INSTALLED.add(-1)
     else:
         with suspended(bind_hook=installed):
             yield
@@ -59,9 +78,14 @@ def suspended(**values):
     own = {k: state.__dict__[k] for k in values if k in state.__dict__}
     for k, v in values.items():
         setattr(state, k, v)
+    hooks = values.get("bind_hook") is not None
+    if hooks:
+        INSTALLED.add(1)
     try:
         yield
     finally:
+        if hooks:
+            INSTALLED.add(-1)
         for k in values:
             if k in own:
                 setattr(state, k, own[k])

@@ -11,20 +11,13 @@ import numpy as np
 from . import _hooks, dtypes
 from .autograd import grad_mode
 from .device import CPU, as_device, device_of, to_device
-from .autograd.graph import _HookDict, add_hook, grad_accumulator
+from .autograd.graph import _HookDict, _Version, add_hook, grad_accumulator
 
 
 _DTYPE_OF = {d.np: d for d in dtypes.ALL}   # NumPy dtype -> tracegrad dtype, for _make
 _gm = grad_mode._state
+_INFERENCE_THREADS = grad_mode.INFERENCE_THREADS
 _hook_state = _hooks.state
-
-
-class _Version:
-    """A version counter, shared by a tensor and its views."""
-    __slots__ = ("value",)
-
-    def __init__(self):
-        self.value = 0
 
 
 class Size(tuple):
@@ -80,7 +73,7 @@ class Tensor:
         t._vc_ = vc
         t._base = t._view_steps = t._backward_hooks = t._post_acc_hooks = t._grad_acc = None
         t._retains_grad = t._volatile = False
-        t._is_inference = _gm.inference
+        t._is_inference = _gm.inference if _INFERENCE_THREADS.n else False
         return t
 
     def __new__(cls, *args, **kwargs):

@@ -374,7 +374,8 @@ def _sum(a, b):
     directly: a leaf used by many ops receives as many gradients."""
     da, db = a._data, b._data
     if (type(da) is np.ndarray and type(db) is np.ndarray and da.dtype is db.dtype
-            and da.shape == db.shape and not _gm.grad_enabled and _hook_state.bind_hook is None):
+            and da.shape == db.shape and not _gm.grad_enabled
+            and (not _hooks.INSTALLED.n or _hook_state.bind_hook is None)):
         return tensor_type()._make(np.asarray(np.add(da, db)), dtype=a.dtype)   # 0-d: a scalar
     return a + b
 

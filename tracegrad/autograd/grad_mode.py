@@ -7,6 +7,8 @@ import functools
 import inspect
 import threading
 
+from .._hooks import Census
+
 
 class _State(threading.local):
     def __init__(self):
@@ -15,6 +17,15 @@ class _State(threading.local):
 
 
 _state = _State()
+# Threads in inference mode now: while none is, ``Tensor._make`` (run for every op) knows
+# a new tensor is no inference tensor without reading this thread's state.
+INFERENCE_THREADS = Census()
+
+
+def _set_inference(value):
+    if value != _state.inference:
+        INFERENCE_THREADS.add(1 if value else -1)
+    _state.inference = value
 
 
 def is_grad_enabled():
@@ -126,15 +137,13 @@ class inference_mode(_DecoratorContextManager):
 
     def __enter__(self):
         self.prev = (_state.grad_enabled, _state.inference)
-        if self.mode:
-            _state.grad_enabled = False
-            _state.inference = True
-        else:  # inference_mode(False) is grad mode, as in PyTorch
-            _state.grad_enabled = True
-            _state.inference = False
+        # inference_mode(False) is grad mode, as in PyTorch
+        _state.grad_enabled = not self.mode
+        _set_inference(self.mode)
 
     def __exit__(self, *exc):
-        _state.grad_enabled, _state.inference = self.prev
+        _state.grad_enabled = self.prev[0]
+        _set_inference(self.prev[1])
 
     def clone(self):
         return type(self)(self.mode)

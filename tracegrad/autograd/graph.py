@@ -14,6 +14,7 @@ import re
 import threading
 import weakref
 
+from .._hooks import Census
 from .accumulate import tensor_type
 from .anomaly_mode import _Anomaly, forward_stack
 
@@ -159,6 +160,7 @@ class _HooksState(threading.local):
 
 
 _hooks_state = _HooksState()
+_PACKING = Census()     # saved_tensors_hooks blocks open now, in any thread
 
 
 class saved_tensors_hooks:
@@ -171,10 +173,12 @@ class saved_tensors_hooks:
         if _hooks_state.disabled:
             raise RuntimeError(_hooks_state.disabled)
         _hooks_state.stack.append((self.pack_hook, self.unpack_hook))
+        _PACKING.add(1)
         return self
 
     def __exit__(self, *exc):
         _hooks_state.stack.pop()
+        _PACKING.add(-1)
 
 
 class save_on_cpu(saved_tensors_hooks):
@@ -209,6 +213,14 @@ def _describe(array):
     return f"[{dt} [{', '.join(map(str, array.shape))}]]"
 
 
+class _Version:
+    """A version counter, shared by a tensor and its views (``Tensor._vc``)."""
+    __slots__ = ("value",)
+
+    def __init__(self):
+        self.value = 0
+
+
 class SavedTensor:
     """A tensor saved for backward, checked against in-place change on unpack."""
     __slots__ = ("tensor", "data", "vc", "version", "packed", "unpack_hook", "output_nr",
@@ -221,20 +233,25 @@ class SavedTensor:
                 "in inference mode in computation tracked by autograd. To work around this, you "
                 "can make a clone to get a normal tensor and use it in autograd, or use "
                 "`tracegrad.no_grad()` instead of `tracegrad.inference_mode()`.")
-        self.vc = vc = t._vc
+        vc = t._vc_
+        if vc is None:
+            vc = t._vc_ = _Version()
+        self.vc = vc
         self.version = vc.value
         self.is_output = is_output
-        fn = t._grad_fn
         self.output_nr = t._output_nr
-        self.packed = self.unpack_hook = self.tensor = self.data = self.meta = None
-        if _hooks_state.stack:
+        self.unpack_hook = self.meta = None
+        if _PACKING.n and _hooks_state.stack:     # the thread-local read only when needed
+            self.tensor = self.data = None
             pack, self.unpack_hook = _hooks_state.stack[-1]
             if t._requires_grad:     # what unpack gives back gets t's autograd identity
-                self.meta = (None if is_output else fn, t._output_nr, t._grad_acc)
+                self.meta = (None if is_output else t._grad_fn, t._output_nr, t._grad_acc)
             self.packed = pack(t)
         elif is_output:
+            self.tensor = self.packed = None
             self.data = t._data      # no strong ref to the output itself: no cycle through grad_fn
         else:
+            self.data = self.packed = None
             self.tensor = t
 
     def unpack(self, node):

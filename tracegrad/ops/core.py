@@ -40,12 +40,16 @@ import numpy as np
 
 from .. import _hooks, dtypes
 from ..autograd import grad_mode
-from ..autograd.graph import FREED_ERROR, Node, SavedTensor, grad_accumulator
+from ..autograd.anomaly_mode import _Anomaly, forward_stack
+from ..autograd.graph import FREED_ERROR, Node, SavedTensor, _seq, grad_accumulator
 from ..tensor import Tensor
+from ..dtypes import result_type
 from .declare import check_vjp_reads, install_method
+from .rules import float_promote
 
 _gm = grad_mode._state
 _hook_state = _hooks.state
+_HOOKS = _hooks.INSTALLED
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Frames from these places are tracegrad's own: the package, and (in a source checkout)
 # the codegen/ and runtime/ folders installed as tracegrad.codegen and tracegrad.runtime.
@@ -121,6 +125,10 @@ class Primitive:
         self.name = name
         self.impl = impl
         self.dtype = dtype              # dtype(*operands, **params) -> dtype
+        # the rule gives operands of one dtype that dtype back: for any dtype (promote), for
+        # floating ones (float_promote); bind then skips it (see apply_plain)
+        self.keeps_dtype = (_ANY_DTYPE if dtype is result_type else
+                            _FLOAT_DTYPE if dtype is float_promote else None)
         self.shape = shape              # shape(*shapes, **params) -> tuple
         self.args = args
         self.vjp = vjp                  # one rule per arg, or None: not differentiable
@@ -191,15 +199,17 @@ def _bind_function(prim, name, doc):
     out: these are the operators and functions every program calls)."""
     if len(prim.args) == 1:
         def fn(input):
-            hook = _hook_state.bind_hook
-            if hook is not None:
-                return hook(prim, (input,), {})
+            if _HOOKS.n:
+                hook = _hook_state.bind_hook
+                if hook is not None:
+                    return hook(prim, (input,), {})
             return apply_plain(prim, (input,), {})
     else:
         def fn(input, other):
-            hook = _hook_state.bind_hook
-            if hook is not None:
-                return hook(prim, (input, other), {})
+            if _HOOKS.n:
+                hook = _hook_state.bind_hook
+                if hook is not None:
+                    return hook(prim, (input, other), {})
             return apply_plain(prim, (input, other), {})
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = doc or f"The ``{prim.name}`` primitive, elementwise."
@@ -228,12 +238,20 @@ def _declaring_module():
     return f.f_globals
 
 
+_ANY_DTYPE, _FLOAT_DTYPE = "any", "floating"     # Primitive.keeps_dtype
+_PLAIN = ()     # PrimNode.apply: the inputs need no reduction nor cast (see _record)
+
+
 class PrimNode(Node):
     """The backward node of one primitive application."""
     __slots__ = ("prim", "params", "saved", "in_meta")
 
     def __init__(self, next_functions, out_meta, prim, params, in_meta, saved):
-        Node.__init__(self, next_functions, out_meta)
+        # Node.__init__'s fields, set here: one call less on the hot path
+        self.next_functions, self._out_meta, self._seq = next_functions, out_meta, next(_seq)
+        self._pre_hooks = self._post_hooks = self._tensor_pre_hooks = self._retain_grad = None
+        self._anomaly_trace = forward_stack() if _Anomaly.enabled else None
+        self._metadata = None
         self.prim, self.params, self.in_meta, self.saved = prim, params, in_meta, saved
 
     def apply(self, grads):
@@ -249,14 +267,15 @@ class PrimNode(Node):
             pass
         elif g is not None and g._data.dtype is self._out_meta[0][1] \
                 and g._data.shape == self._out_meta[0][0]:
-            in_meta = ()        # elementwise, and nothing to undo: see _record
+            in_meta = _PLAIN    # elementwise, and nothing to undo: see _record
         else:                   # a gradient of another dtype or shape reached the node
             m = self._out_meta[0][:2]
             in_meta = [m if s is None or type(s) is SavedTensor else None for s in saved[:-1]]
-        if in_meta == ():
-            ins = [s.unpack(self) if type(s) is SavedTensor else s for s in saved[:-1]]
+        ins = []
+        if in_meta is _PLAIN:
+            for s in saved[:-1]:
+                ins.append(s.unpack(self) if type(s) is SavedTensor else s)
         else:
-            ins = []
             for s, m in zip(saved, in_meta):
                 if type(s) is SavedTensor:
                     ins.append(s.unpack(self))
@@ -269,9 +288,11 @@ class PrimNode(Node):
         if prim.vjp_all:         # one rule for all inputs (variadic primitives)
             raw = prim.vjp(g, *ins, out=out, **params)
         else:
-            raw = [None if fn is None or rule is None else rule(g, *ins, out=out, **params)
-                   for rule, (fn, _) in zip(prim.vjp, nexts)]
-        if in_meta == ():
+            raw = []
+            for rule, (fn, _) in zip(prim.vjp, nexts):
+                raw.append(None if fn is None or rule is None else rule(g, *ins, out=out,
+                                                                         **params))
+        if in_meta is _PLAIN:
             return raw
         res = []
         for r, (fn, _), meta in zip(raw, nexts, in_meta):
@@ -357,9 +378,10 @@ def _xp(arrays):
 
 def bind(prim, *args, **params):
     """Apply ``prim`` eagerly to tensors (and Python scalars), recording autograd."""
-    hook = _hook_state.bind_hook
-    if hook is not None:        # a tracer or profiler is active in this thread
-        return hook(prim, args, params)
+    if _HOOKS.n:               # some thread has a hook: is it this one?
+        hook = _hook_state.bind_hook
+        if hook is not None:    # a tracer or profiler is active in this thread
+            return hook(prim, args, params)
     return apply_plain(prim, args, params)
 
 
@@ -367,21 +389,30 @@ def apply_plain(prim, args, params):
     """``bind`` without interposition."""
     arrays = []
     on_gpu = record = volatile = False
+    dt, same = None, True     # the tensors' dtype; whether all args are tensors of that dtype
     for a in args:
         if isinstance(a, Tensor):
             d = a._data
             arrays.append(d)
-            if a._requires_grad:
+            if a._requires_grad or a._volatile:
                 record = True
-            if a._volatile:
-                volatile = True
+                if a._volatile:
+                    volatile = True
             if type(d) is not np.ndarray:
                 on_gpu = True
+            if dt is None:
+                dt = a.dtype
+            elif a.dtype is not dt:
+                same = False
         else:
             arrays.append(a)
+            same = False
     xp = np if not on_gpu else _xp(arrays)
     try:
-        dt = prim.dtype(*args, **params)
+        # an op that keeps its operands' one dtype needs no rule for it (most ops, most calls)
+        if not (same and prim.keeps_dtype and dt is not None
+                and (dt.is_floating_point or prim.keeps_dtype is _ANY_DTYPE)):
+            dt = prim.dtype(*args, **params)
         out = prim.impl(xp, *arrays, **params)
     except Exception as exc:   # noqa: BLE001 - re-raised with the op's name
         raise _explain_failure(prim, args, params, exc) from None
@@ -439,8 +470,16 @@ def _record(prim, out, args, params, save_result=True):
         a = args[i]
         if isinstance(a, Tensor):
             saved[i] = SavedTensor(a)
-    node = prim.node_cls(tuple(next_functions), ((shape, dtype, None),), prim, params, in_meta,
-                         saved)
+    out_meta = None
+    if plain:       # the first input's node describes the same shape and dtype: share its meta
+        fn = next_functions[0][0]
+        if fn is not None and args[0]._base is None:
+            out_meta = fn._out_meta
+            if len(out_meta) != 1 or out_meta[0][2] is not None or out_meta[0][1] is not dtype \
+                    or out_meta[0][0] != shape:
+                out_meta = None
+    node = prim.node_cls(tuple(next_functions), out_meta or ((shape, dtype, None),), prim,
+                         params, in_meta, saved)
     out._grad_fn = node
     out._requires_grad = True
     if save_result and prim.saves_result:
