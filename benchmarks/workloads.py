@@ -38,7 +38,7 @@ SYSTEMS = ("tracegrad compiled", "tracegrad c", "tracegrad numpy", "tracegrad ea
 # tier once built in the background); the other two pin one tier
 TG_BACKENDS = {"tracegrad compiled": "auto", "tracegrad c": "c", "tracegrad numpy": "numpy"}
 TOLERANCE = 1e-3                 # max rel error below which a system's time counts
-OPTIONAL_MODULES = ("torch", "jax", "jaxlib")   # a system needing one that is absent is skipped
+OPTIONAL_MODULES = ("torch", "jax", "jaxlib", "cupy")   # a system needing one that is absent is skipped
 GELU_C, GELU_K = 0.7978845608, 0.044715
 W1_SIZES = {"W1_1M": 1_000_000, "W1_10M": 10_000_000}
 
@@ -146,7 +146,7 @@ def numpy_w2(x, y, W1, b1, W2, b2):
     m = logits.max(axis=1, keepdims=True)
     e = np.exp(logits - m)
     s = e.sum(axis=1, keepdims=True)
-    rows = np.arange(n)
+    rows = np.arange(n, like=x)         # like=: a CuPy array's step (gpu.py) indexes on the GPU
     loss = np.mean(np.log(s[:, 0]) + m[:, 0] - logits[rows, y])
     dlogits = e
     dlogits /= s
@@ -276,14 +276,26 @@ def rel_error(got, ref):
 
 # one system on one workload, in this process -------------------------------------------------
 
-def prepare(system, workload, names, arrays, wrt, tg_compile=None):
+def prepare(system, workload, names, arrays, wrt, tg_compile=None, device="cpu"):
     """``make``: wraps the step (timed with the first call) and returns ``call``;
     ``call()`` runs one step and returns (loss, *grads); ``to_numpy`` converts them.
-    ``tg_compile`` replaces ``tracegrad.compile`` (compile_time.py instruments it)."""
+    ``tg_compile`` replaces ``tracegrad.compile`` (compile_time.py instruments it).
+    ``device="cuda"`` (gpu.py): the inputs live on the GPU and a call returns once the
+    device has finished its work; "CuPy by hand" is the NumPy reference run on CuPy arrays
+    (NumPy hands its functions to CuPy through ``__array_ufunc__``/``__array_function__``)."""
     wrt_idx = [names.index(n) for n in wrt]
-    if system == "NumPy by hand":
+    if system in ("NumPy by hand", "CuPy by hand"):
         step = NUMPY_STEPS[workload]
-        return (lambda: (lambda: step(*arrays))), lambda out: [np.asarray(o) for o in out]
+        if system == "NumPy by hand":
+            return (lambda: (lambda: step(*arrays))), lambda out: [np.asarray(o) for o in out]
+        import cupy
+        on_gpu = [cupy.asarray(a) for a in arrays]
+
+        def call():
+            out = step(*on_gpu)
+            cupy.cuda.Device().synchronize()
+            return out
+        return (lambda: call), lambda out: [cupy.asnumpy(o) for o in out]
 
     if system.startswith("tracegrad") or system in ("PyTorch eager", "torch.compile"):
         if system.startswith("tracegrad"):
@@ -296,20 +308,23 @@ def prepare(system, workload, names, arrays, wrt, tg_compile=None):
             import torch as lib
             compiler = lib.compile if system == "torch.compile" else None
         fn = autograd_steps(lib)[workload]
-        args = [lib.from_numpy(a.copy()) for a in arrays]
+        args = [lib.from_numpy(a.copy()).to(device) for a in arrays]
         for i in wrt_idx:
             args[i].requires_grad_()
         params = [args[i] for i in wrt_idx]
+        sync = lib.cuda.synchronize if device != "cpu" else (lambda: None)
 
         def make():
             step = compiler(fn) if compiler else fn
 
             def call():
                 loss = step(*args)
-                return (loss,) + tuple(lib.autograd.grad(loss, params))
+                out = (loss,) + tuple(lib.autograd.grad(loss, params))
+                sync()
+                return out
             call.compiled = step if compiler else None
             return call
-        return make, lambda out: [o.detach().numpy() for o in out]
+        return make, lambda out: [o.detach().cpu().numpy() for o in out]
 
     if system == "jax.jit":
         import jax
@@ -382,7 +397,7 @@ def peak_memory(call):
 
 
 def measure_in_process(workload, system, timing, first_only=False, memory=False,
-                       tg_compile=None):
+                       tg_compile=None, device="cpu"):
     """Time one system on one workload: the first call, the check against the NumPy
     reference, then (unless ``first_only``) the steady state and, with ``memory``, the
     peak memory of a call. ``timing`` is (warm-up s, measuring s, minimum repetitions).
@@ -391,7 +406,7 @@ def measure_in_process(workload, system, timing, first_only=False, memory=False,
     try:
         names, arrays, wrt = make_data(workload)
         try:
-            make, to_numpy = prepare(system, workload, names, arrays, wrt, tg_compile)
+            make, to_numpy = prepare(system, workload, names, arrays, wrt, tg_compile, device)
         except ModuleNotFoundError as e:
             if e.name not in OPTIONAL_MODULES:  # a broken import inside a library is a failure
                 raise
@@ -401,7 +416,7 @@ def measure_in_process(workload, system, timing, first_only=False, memory=False,
         call = make()
         out = call()
         result["first_ms"] = (time.perf_counter() - t0) * 1e3
-        if system == "tracegrad compiled":      # when its kernels switched to the C tier
+        if system == "tracegrad compiled" and device == "cpu":  # when its kernels run C
             ready = c_tier_ready(call.compiled)
             result["c_ready_ms"] = None if ready is None else (ready - t0) * 1e3
         got = to_numpy(out)

@@ -78,3 +78,41 @@ def test_dynamic_benchmark_runs_and_checks_every_size():
     err = float(proc.stdout.split("max rel error over every size ")[1].split()[0])
     assert err < 1e-3, proc.stdout
     assert "tracegrad dynamic" in proc.stdout and "dynamic / static" in proc.stdout
+
+
+def _gpu_present():
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:       # noqa: BLE001 - no CuPy, no driver, no device
+        return False
+
+
+@pytest.mark.skipif(_gpu_present(), reason="a GPU is present: gpu.py measures instead")
+def test_gpu_benchmark_without_a_gpu_says_so_and_exits_0():
+    proc = subprocess.run([sys.executable, str(BENCH / "gpu.py"), "--quick"],
+                          capture_output=True, text=True, timeout=120, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stderr
+    assert "nothing to measure" in proc.stdout and proc.stderr == "", proc.stdout
+
+
+@pytest.mark.skipif(_gpu_present(), reason="a GPU is present")
+def test_cupy_row_without_cupy_is_skipped_with_the_reason():
+    try:
+        import cupy  # noqa: F401
+        pytest.skip("CuPy is installed")
+    except ImportError:
+        pass
+    row = workloads.measure_in_process("W2", "CuPy by hand", (0, 0, 1), device="cuda")
+    assert row.get("skip") == "not installed (cupy)", row
+
+
+@pytest.mark.skipif(not _gpu_present(), reason="needs a GPU (CuPy)")
+def test_gpu_benchmark_quick_prints_a_row_per_system():
+    proc = subprocess.run([sys.executable, str(BENCH / "gpu.py"), "--quick", "--workloads", "W2"],
+                          capture_output=True, text=True, timeout=600, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stderr
+    rows = [ln for ln in proc.stdout.splitlines() if ln.startswith("W2 ")]
+    for system in ("tracegrad compiled", "tracegrad eager", "CuPy by hand"):
+        row = next((r for r in rows if system in r), None)
+        assert row is not None and "failed" not in row and "not timed" not in row, proc.stdout

@@ -1,0 +1,175 @@
+"""GPU benchmark: the workloads of /work/shared/WORKLOADS.md on CUDA, against PyTorch and CuPy.
+
+One command prints one table: for each workload (W1_1M, W1_10M, W2, W3, W4, drawn in
+workloads.py) and each system on the GPU (tracegrad compiled, tracegrad eager, the NumPy
+reference run on CuPy arrays, PyTorch eager, ``torch.compile``), the first call, the median
+and minimum of the steady state, the median as a ratio to CuPy by hand, and the error
+against the NumPy reference computed on the CPU. Then the device's copy bandwidth and the
+aims of the CUDA issue, each marked met or NOT met:
+
+- W1_10M, tracegrad compiled: the bytes that must move (x, a, b read, three gradients
+  written: 6 * n * 4) at >= 80% of the measured copy bandwidth;
+- every workload: tracegrad compiled's median at or under torch.compile's;
+- compile time: tracegrad compiled's first call minus its median <= 1 s per workload, and
+  about 0 in a second process, where CuPy's kernel cache on disk is warm.
+
+Each row runs in a fresh process (this file with ``--child``), as suite.py does; a timed call
+returns once the device has finished (``cuda.synchronize``). The copy bandwidth is the best of
+10 device-to-device copies of a 1 GiB float32 array, (bytes read + written) / time.
+
+    python benchmarks/gpu.py                 # all workloads and systems (a few minutes)
+    python benchmarks/gpu.py --quick         # short timings, no torch.compile
+
+Without CuPy or a GPU it says so and exits with status 0.
+"""
+import time
+
+from workloads import (TOLERANCE, W1_SIZES, WORKLOADS, benchmark_parser, fmt, load_average,
+                       measure_in_process, mismatch_text, print_result, print_tracebacks,
+                       run_child, unmeasured_text)
+
+SYSTEMS = ("tracegrad compiled", "tracegrad eager", "CuPy by hand", "PyTorch eager",
+           "torch.compile")
+WARM = "tracegrad compiled, warm cache"     # the second process of tracegrad compiled
+TIMING = (0.5, 3.0, 10)
+QUICK_TIMING = (0.1, 0.3, 3)
+BANDWIDTH_BYTES = 2 ** 30
+BANDWIDTH_AIM = 0.8
+COMPILE_AIM_MS = 1000
+
+
+def child(workload, system, quick):
+    timing = QUICK_TIMING if quick else TIMING
+    row = measure_in_process(workload, system.split(",")[0], timing, device="cuda")
+    row["system"] = system
+    return row
+
+
+def gpu_or_reason():
+    """The CuPy module, or the reason there is no GPU to measure on."""
+    try:
+        import cupy
+    except ImportError:
+        return None, "CuPy is not installed"
+    try:
+        if cupy.cuda.runtime.getDeviceCount() == 0:
+            return None, "no GPU found"
+    except Exception as e:      # noqa: BLE001 - no driver, no device: the reason is the text
+        return None, f"CUDA is not available ({e})"
+    return cupy, None
+
+
+def copy_bandwidth(cupy, nbytes=BANDWIDTH_BYTES, repeats=10):
+    """Bytes per second of a device-to-device copy (bytes read + bytes written), best of
+    ``repeats``."""
+    src = cupy.ones(nbytes // 4, dtype=cupy.float32)
+    dst = cupy.empty_like(src)
+    dst[...] = src
+    cupy.cuda.Device().synchronize()
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        dst[...] = src
+        cupy.cuda.Device().synchronize()
+        best = min(best, time.perf_counter() - t0)
+    return 2 * nbytes / best
+
+
+def device_name(cupy):
+    props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+    name = props["name"]
+    return name.decode() if isinstance(name, bytes) else name
+
+
+def print_table(rows, workloads):
+    header = (f"{'workload':<9}{'system':<32}{'first call ms':>14}{'median ms':>11}"
+              f"{'min ms':>10}{'/ CuPy':>9}{'max rel err':>12}")
+    print(header)
+    print("-" * len(header))
+    for workload in workloads:
+        wrows = [r for r in rows if r["workload"] == workload]
+        ref = next((r.get("median_ms") for r in wrows if r["system"] == "CuPy by hand"), None)
+        for r in wrows:
+            lead = f"{workload:<9}{r['system']:<32}"
+            if unmeasured_text(r):
+                print(lead + "  " + unmeasured_text(r))
+            elif "median_ms" not in r:
+                print(lead + f"{fmt(r['first_ms']):>14}  " + mismatch_text(r))
+            else:
+                ratio = r["median_ms"] / ref if ref else None
+                print(lead + f"{fmt(r['first_ms']):>14}{fmt(r['median_ms'], '.3f'):>11}"
+                             f"{fmt(r['min_ms'], '.3f'):>10}{fmt(ratio, '.3f'):>9}"
+                             f"{r['error']:>12.1e}")
+
+
+def print_aims(rows, workloads, bandwidth):
+    by = {(r["workload"], r["system"]): r for r in rows}
+    print("Aims for tracegrad compiled on the GPU:")
+    for workload in workloads:
+        if workload != "W1_10M":
+            continue
+        ms = by.get((workload, "tracegrad compiled"), {}).get("median_ms")
+        if ms is None:
+            print(f"  {workload} >= {BANDWIDTH_AIM:.0%} of copy bandwidth: no measurement")
+            continue
+        achieved = 6 * W1_SIZES[workload] * 4 / (ms / 1e3)
+        share = achieved / bandwidth
+        print(f"  {workload} >= {BANDWIDTH_AIM:.0%} of copy bandwidth: {achieved / 1e9:.0f} GB/s"
+              f" = {share:.0%}: " + ("met" if share >= BANDWIDTH_AIM else "NOT met"))
+    for workload in workloads:
+        ours = by.get((workload, "tracegrad compiled"), {}).get("median_ms")
+        peer = by.get((workload, "torch.compile"), {}).get("median_ms")
+        if ours is None or peer is None:
+            print(f"  {workload} at or under torch.compile: no measurement")
+            continue
+        print(f"  {workload} at or under torch.compile: {ours:.3f} vs {peer:.3f} ms: "
+              + ("met" if ours <= peer else "NOT met"))
+    for system, what in (("tracegrad compiled", "cold"), (WARM, "warm CuPy cache")):
+        parts = []
+        for workload in workloads:
+            r = by.get((workload, system), {})
+            if "median_ms" in r:
+                parts.append(f"{workload} {r['first_ms'] - r['median_ms']:.0f} ms")
+        if parts:
+            print(f"  compile (first call - median), {what}, <= {COMPILE_AIM_MS} ms: "
+                  + "; ".join(parts))
+
+
+def main():
+    ap = benchmark_parser(__doc__)
+    ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--systems", default=",".join(SYSTEMS))
+    args = ap.parse_args()
+    if args.child:
+        print_result(child(*args.child, args.quick))
+        return
+    cupy, reason = gpu_or_reason()
+    if cupy is None:
+        print(f"benchmarks/gpu.py: nothing to measure: {reason}. The CPU figures are in "
+              "benchmarks/suite.py.")
+        return
+    workloads = [w for w in WORKLOADS if w in args.workloads.split(",")]
+    systems = [s for s in SYSTEMS if s in args.systems.split(",")]
+    if args.quick:
+        systems = [s for s in systems if s != "torch.compile"]
+    if "tracegrad compiled" in systems:
+        systems.insert(systems.index("tracegrad compiled") + 1, WARM)
+    bandwidth = copy_bandwidth(cupy)
+    rows = [run_child(__file__, w, s, ["--quick"] if args.quick else [], timeout=600)
+            for w in workloads for s in systems]
+    warm, measure_s, reps = QUICK_TIMING if args.quick else TIMING
+    print(f"GPU: {device_name(cupy)}; one step (loss + gradients) per call, ending with the "
+          f"device synchronised; load average {fmt(load_average(), '.1f')}")
+    print(f"first call timed on its own; steady state after {warm:g} s warm-up, {measure_s:g} s"
+          f" of repetitions (at least {reps}); / CuPy = median / CuPy by hand's median; a"
+          f" system is timed only if its max rel err < {TOLERANCE:g}")
+    print_table(rows, workloads)
+    print(f"copy bandwidth: {bandwidth / 1e9:.0f} GB/s (best of 10 copies of "
+          f"{BANDWIDTH_BYTES >> 20} MiB, bytes read + written)")
+    print_aims(rows, workloads, bandwidth)
+    if args.verbose:
+        print_tracebacks(rows)
+
+
+if __name__ == "__main__":
+    main()
