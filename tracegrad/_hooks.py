@@ -48,6 +48,7 @@ class Census:
 
 
 INSTALLED = Census()    # bind hooks installed now: while none is, ``bind`` goes straight on
+TRACING = Census()      # tracers active now: while none is, ``Tensor.shape`` reads the array
 
 
 @contextlib.contextmanager
@@ -78,14 +79,14 @@ def suspended(**values):
     own = {k: state.__dict__[k] for k in values if k in state.__dict__}
     for k, v in values.items():
         setattr(state, k, v)
-    hooks = values.get("bind_hook") is not None
-    if hooks:
-        INSTALLED.add(1)
+    hooks, tracing = values.get("bind_hook") is not None, values.get("tracer") is not None
+    INSTALLED.add(hooks)
+    TRACING.add(tracing)
     try:
         yield
     finally:
-        if hooks:
-            INSTALLED.add(-1)
+        INSTALLED.add(-hooks)
+        TRACING.add(-tracing)
         for k in values:
             if k in own:
                 setattr(state, k, own[k])
@@ -94,12 +95,11 @@ def suspended(**values):
 
 
 class _Module(types.ModuleType):
-    """``_hooks.tracer`` and ``_hooks.bind_hook`` are this thread's."""
+    """``_hooks.tracer`` and ``_hooks.bind_hook`` are this thread's, read-only: they are set
+    through ``suspended`` and ``bind_hook_installed``, which keep the census."""
 
-    tracer = property(lambda self: state.tracer,
-                      lambda self, value: setattr(state, "tracer", value))
-    bind_hook = property(lambda self: state.bind_hook,
-                         lambda self, value: setattr(state, "bind_hook", value))
+    tracer = property(lambda self: state.tracer)
+    bind_hook = property(lambda self: state.bind_hook)
 
 
 sys.modules[__name__].__class__ = _Module

@@ -18,6 +18,7 @@ _DTYPE_OF = {d.np: d for d in dtypes.ALL}   # NumPy dtype -> tracegrad dtype, fo
 _gm = grad_mode._state
 _INFERENCE_THREADS = grad_mode.INFERENCE_THREADS
 _hook_state = _hooks.state
+_TRACING = _hooks.TRACING
 
 
 class Size(tuple):
@@ -96,15 +97,16 @@ class Tensor:
     # metadata -----------------------------------------------------------------
     @property
     def shape(self):
-        tracer = _hook_state.tracer
-        if tracer is not None:      # inside a trace: the IR's shape (symbolic where dynamic)
-            return Size(tracer.shape_of(self))
+        if _TRACING.n:
+            tracer = _hook_state.tracer
+            if tracer is not None:  # inside a trace: the IR's shape (symbolic where dynamic)
+                return Size(tracer.shape_of(self))
         return Size(self._data.shape)
 
     def size(self, dim=None):
         if dim is None:
             return self.shape
-        if _hook_state.tracer is not None:
+        if _TRACING.n and _hook_state.tracer is not None:
             return self.shape[dim]
         return self._data.shape[dim]
 
@@ -116,7 +118,7 @@ class Tensor:
         return self._data.ndim
 
     def numel(self):
-        if _hook_state.tracer is not None:
+        if _TRACING.n and _hook_state.tracer is not None:
             return self.shape.numel()
         return int(self._data.size)
 
@@ -411,6 +413,34 @@ class Tensor:
 
     def cpu(self):
         return self.to("cpu")
+
+    def pin_memory(self, device=None):
+        """A copy in page-locked host memory (``cupyx.empty_like_pinned``), which a GPU
+        reads faster; without a GPU PyTorch's error."""
+        from .device import cupy
+        if type(self._data) is not np.ndarray:
+            raise RuntimeError(f"cannot pin '{self.type()}' only dense CPU tensors can be pinned")
+        try:
+            cupy()
+        except RuntimeError as e:
+            raise RuntimeError(f"Cannot access accelerator device when none is available. ({e})") \
+                from None
+        import cupyx
+        pinned = cupyx.empty_like_pinned(self._data)
+        pinned[...] = self._data
+        return Tensor._make(pinned, dtype=self.dtype)
+
+    def is_pinned(self, device=None):
+        """Whether this CPU tensor's memory is page-locked (False without a GPU)."""
+        from .device import loaded_cupy
+        cp = loaded_cupy()
+        if cp is None or type(self._data) is not np.ndarray or self._data.size == 0:
+            return False
+        try:
+            attrs = cp.cuda.runtime.pointerGetAttributes(self._data.ctypes.data)
+        except Exception:   # noqa: BLE001 - memory CUDA does not know: not pinned
+            return False
+        return attrs.type == cp.cuda.runtime.memoryTypeHost
 
     def cuda(self, device=None):
         return self.to(as_device("cuda" if device is None else device if not isinstance(device, int)
