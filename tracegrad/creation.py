@@ -4,50 +4,109 @@ import numbers
 import numpy as np
 
 from . import _hooks, dtypes
-from .device import as_device, device_of, to_device, xp_for
+from .device import as_device, cupy, device_of, loaded_cupy, to_device, xp_for
 from .symbolic import SymInt
 from .tensor import Tensor
 
 
 class Generator:
-    """A seedable source of random numbers (NumPy's PCG64 underneath)."""
+    """A seedable source of random numbers: NumPy's PCG64 on the CPU; on a GPU, CuPy's
+    generator (cuRAND), made at the first draw so that seeding needs no GPU."""
 
     def __init__(self, device="cpu"):
         self.device = as_device(device)
-        self._seed = int(np.random.SeedSequence().entropy % (2 ** 63))
-        self.rng = np.random.default_rng(self._seed)
+        self.manual_seed(_fresh_seed())
+
+    @property
+    def rng(self):
+        rng = self._rng
+        if rng is None:
+            cp = cupy()
+            with cp.cuda.Device(self.device.index):
+                rng = self._rng = cp.random.default_rng(self._seed)
+        return rng
 
     def manual_seed(self, seed):
         self._seed = int(seed)
-        self.rng = np.random.default_rng(self._seed)
+        self._rng = np.random.default_rng(self._seed) if self.device.type == "cpu" else None
         return self
 
     def seed(self):
-        return self.manual_seed(int(np.random.SeedSequence().entropy % (2 ** 63)))._seed
+        return self.manual_seed(_fresh_seed())._seed
 
     def initial_seed(self):
         return self._seed
 
     def get_state(self):
-        return self.rng.bit_generator.state
+        if self.device.type == "cpu":
+            return self.rng.bit_generator.state
+        return self.rng.bit_generator._state.copy()     # CuPy keeps its cuRAND states there
 
     def set_state(self, state):
-        self.rng.bit_generator.state = state
+        if self.device.type == "cpu":
+            self.rng.bit_generator.state = state
+        else:
+            self.rng.bit_generator._state[...] = state
+
+
+def _fresh_seed():
+    return int(np.random.SeedSequence().entropy % (2 ** 63))
 
 
 default_generator = Generator()
+_cuda_generators = {}   # device ordinal -> its default Generator, made at first use
+_cuda_seed = None       # the last seed for all cuda devices, for generators made later
+
+
+def cuda_generator(index):
+    """The default generator of ``cuda:index`` (``tracegrad.cuda.default_generators[i]``)."""
+    gen = _cuda_generators.get(index)
+    if gen is None:
+        gen = _cuda_generators[index] = Generator(f"cuda:{index}")
+        if _cuda_seed is not None:
+            gen.manual_seed(_cuda_seed)
+    return gen
+
+
+def cuda_manual_seed(seed, all_devices):
+    """``tracegrad.cuda.manual_seed(_all)``: no GPU is needed, the generator draws later.
+    ``seed`` None: fresh entropy. One device: the current one (0 before CuPy is loaded)."""
+    global _cuda_seed
+    seed = _fresh_seed() if seed is None else seed
+    if all_devices:
+        _cuda_seed = seed
+        for gen in _cuda_generators.values():
+            gen.manual_seed(seed)
+    else:
+        cp = loaded_cupy()
+        cuda_generator(cp.cuda.runtime.getDevice() if cp is not None else 0).manual_seed(seed)
 
 
 def manual_seed(seed):
+    """Seed the CPU generator and every cuda device's, as ``torch.manual_seed`` does."""
+    cuda_manual_seed(int(seed), all_devices=True)
     return default_generator.manual_seed(seed)
 
 
 def seed():
-    return default_generator.seed()
+    s = default_generator.seed()
+    cuda_manual_seed(s, all_devices=True)
+    return s
 
 
 def initial_seed():
     return default_generator.initial_seed()
+
+
+def _generator_for(generator, dev):
+    """``generator``, or the default one of device ``dev``; PyTorch's error where they
+    differ in kind."""
+    if generator is None:
+        return default_generator if dev.type == "cpu" else cuda_generator(dev.index)
+    if generator.device.type != dev.type:
+        raise RuntimeError(f"Expected a '{dev.type}' device type for generator but found "
+                           f"'{generator.device.type}'")
+    return generator
 
 
 def _finish(array, dtype, device, requires_grad, traced=True, shape=None, fill=None):
@@ -68,7 +127,7 @@ def _finish(array, dtype, device, requires_grad, traced=True, shape=None, fill=N
 
 def _drawn(generator, draw, dist, size, dtype, device, requires_grad, **params):
     """A random tensor; inside tracegrad.compile it stays a random op (fresh every call)."""
-    gen = generator or default_generator
+    gen = _generator_for(generator, as_device(device))
     tracer = _hooks.tracer
     state = gen.get_state() if tracer is not None else None
     t = _finish(draw(gen.rng), dtype, device, requires_grad, traced=False)
@@ -240,10 +299,6 @@ def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False)
     return _finish(np.linspace(start, end, steps), dt, device, requires_grad)
 
 
-def _gen(generator):
-    return (generator or default_generator).rng
-
-
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
     dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
     shape = _size(size)
@@ -270,7 +325,10 @@ def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=N
 
 
 def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
-    return _finish(_gen(generator).permutation(n), dtype or dtypes.int64, device, requires_grad)
+    dev = as_device(device)
+    rng = _generator_for(generator, dev).rng
+    perm = rng.permutation(n) if dev.type == "cpu" else cupy().argsort(rng.random(n))
+    return _finish(perm, dtype or dtypes.int64, device, requires_grad)
 
 
 def rand_like(input, *, dtype=None, device=None, requires_grad=False):

@@ -2,11 +2,18 @@
 
 Every op is written once against an array module ``xp``; ``xp_of(array)``
 picks NumPy or CuPy from the array itself. CuPy is imported lazily, the first
-time a cuda device is asked for.
+time a cuda device is asked for; without CuPy or a GPU that first time raises
+one clear error, and nothing else changes.
+
+An op that touches a cuda array checks, as PyTorch does, that all its tensors
+live on one device (``one_device``): only ops on the GPU path pay for it.
 """
 import numpy as np
 
 _cupy = None
+
+SAME_DEVICE = ("Expected all tensors to be on the same device, but found at least two devices, "
+               "{} and {}!")
 
 
 class device:
@@ -64,6 +71,13 @@ def cupy():
         if n == 0:
             raise RuntimeError("tracegrad: device 'cuda' is not available: no GPU found")
         _cupy = cp
+        from . import cuda
+        cuda._track_peak(cp)
+    return _cupy
+
+
+def loaded_cupy():
+    """CuPy where a cuda device has been used already, else None (never imports it)."""
     return _cupy
 
 
@@ -97,6 +111,72 @@ def device_of(array):
     if type(array) is np.ndarray:
         return CPU
     return device("cuda", array.device.id)
+
+
+class DeviceMismatch(RuntimeError):
+    """Tensors of one op on different devices (the op's name is added by the caller)."""
+
+
+def one_device(args, arrays, cpu_scalars):
+    """CuPy, current on the device of an op whose ``arrays`` (the ``_data`` of the tensors
+    among ``args``, and other values) include a cuda array, once every tensor is on that
+    device. The common device is the first cuda one, as in PyTorch's TensorIterator; with
+    ``cpu_scalars`` (elementwise ops) a 0-d CPU tensor that needs no gradient is copied to it,
+    as PyTorch lets CPU scalars into CUDA kernels (``arrays`` is updated). Anything else on
+    another device raises ``DeviceMismatch`` with PyTorch's message.
+
+    An op on ``cuda:N`` makes N CuPy's current device (its kernels launch on the current one).
+    """
+    common = None
+    host = []
+    for i, a in enumerate(arrays):
+        if getattr(args[i], "_data", None) is not a:
+            continue                    # not a tensor's array: a Python scalar, None, ...
+        if type(a) is np.ndarray:
+            host.append(i)
+            continue
+        idx = a.device.id
+        if common is None:
+            common = idx
+        elif idx != common:
+            raise DeviceMismatch(SAME_DEVICE.format(f"cuda:{common}", f"cuda:{idx}"))
+    cp = cupy()
+    for i in host:
+        a = arrays[i]
+        if not (cpu_scalars and a.ndim == 0 and not _needs_grad(args[i])):
+            raise DeviceMismatch(SAME_DEVICE.format(f"cuda:{common}", "cpu"))
+        with cp.cuda.Device(common):
+            arrays[i] = cp.asarray(a)
+    if cp.cuda.runtime.getDevice() != common:
+        cp.cuda.Device(common).use()
+    return cp
+
+
+def _needs_grad(t):
+    """A CPU scalar whose gradient would come back from the device: not taken (the engine
+    does not move gradients between devices)."""
+    from .autograd import grad_mode
+    return t._requires_grad and grad_mode.is_grad_enabled()
+
+
+def mixed_devices(tensors):
+    """PyTorch's same-device message for ``tensors`` on more than one device, else None
+    (read after a failure, where the cost does not matter). CPU scalars beside a cuda tensor
+    do not count: ``one_device`` takes them."""
+    on_gpu = any(type(t._data) is not np.ndarray for t in tensors)
+    devices = []
+    for t in tensors:
+        if on_gpu and type(t._data) is np.ndarray and t._data.ndim == 0:
+            continue
+        d = device_of(t._data)
+        if d not in devices:
+            devices.append(d)
+    if len(devices) < 2:
+        return None
+    cuda = [d for d in devices if d.type == "cuda"]
+    common = cuda[0] if cuda else devices[0]
+    other = next(d for d in devices if d != common)
+    return SAME_DEVICE.format(common, other)
 
 
 def to_device(array, dev):

@@ -44,8 +44,23 @@ being the user's function. They are table rows like any block, and in the
 Chrome trace their category is ``kernel`` or ``compile``; eager ops that run
 inside nest under them.
 
-Limits: times are host times (with CuPy they measure kernel launches;
-``ProfilerActivity.CUDA`` adds no device rows), memory is bytes of tensor
+CUDA. With ``ProfilerActivity.CUDA`` (in the default activities where a GPU
+is present) each eager op on cuda tensors, and each block opened with
+``record_function(name, device="cuda")`` (the compiled runtime's kernels),
+is timed on the device by two CUDA events recorded around it; the table gets
+PyTorch's CUDA columns ("Self CUDA", "Self CUDA %", "CUDA total", "CUDA time
+avg"), ``sort_by="cuda_time_total"`` sorts by them, and the Chrome trace a
+"GPU N" process with the device intervals. Device times belong to the op
+rows themselves (as PyTorch's legacy profiler kept them): there are no
+separate rows named after CUDA kernels. Without a GPU, asking for CUDA
+activity does what a CPU build of PyTorch does: it warns "CUDA is not
+available, disabling CUDA profiling" when recording starts and profiles the
+CPU; with only CUDA asked for, it then raises "No activities specified for
+the profiler". CPU events are recorded whenever a profiler records (they
+carry the device times), even with CUDA activity alone.
+
+Limits: host times of ops on a GPU measure their launches (the device times
+are the CUDA columns), memory is bytes of tensor
 storage allocated by ops (frees are not tracked), and an in-place update that
 does not pass ``bind`` (``p -= lr * g`` under ``no_grad`` writes through NumPy)
 is not an event. One profiler records at a time, best from one thread.
@@ -56,6 +71,7 @@ import os
 import socket
 import sys
 import time
+import warnings
 
 from .autograd.profiler_record import Recorder
 from .autograd.profiler_util import EventList, FunctionEvent, FunctionEventAvg
@@ -74,11 +90,30 @@ def _active():
 
 class ProfilerActivity(enum.Enum):
     CPU = 0
-    CUDA = 1            # accepted; device time is not measured (host times only)
+    CUDA = 1            # device times from CUDA events, where a GPU is present
 
 
 def supported_activities():
-    return {ProfilerActivity.CPU}
+    from . import cuda
+    return {ProfilerActivity.CPU, ProfilerActivity.CUDA} if cuda.is_available() \
+        else {ProfilerActivity.CPU}
+
+
+CUDA_UNAVAILABLE = "CUDA is not available, disabling CUDA profiling"
+
+
+def _cuda_activity(asked, cpu):
+    """Whether to time device work: ``asked`` for CUDA, and a GPU present. Without one,
+    PyTorch's CPU build warns, and raises when nothing is left to record."""
+    if not asked:
+        return False
+    from . import cuda
+    if cuda.is_available():
+        return True
+    warnings.warn(CUDA_UNAVAILABLE, stacklevel=2)
+    if not cpu:
+        raise AssertionError("No activities specified for the profiler")
+    return False
 
 
 class ProfilerAction(enum.Enum):
@@ -143,6 +178,9 @@ class profile:
                  profile_memory=False, with_stack=False, with_flops=False, with_modules=False,
                  experimental_config=None, execution_trace_observer=None, acc_events=False,
                  use_cuda=None, custom_trace_id_callback=None):
+        if use_cuda is not None:
+            warnings.warn("`use_cuda` is deprecated, use `activities` argument instead",
+                          FutureWarning, stacklevel=2)
         self.activities = set(activities) if activities else supported_activities()
         self.record_shapes = record_shapes
         self.profile_memory = profile_memory
@@ -246,7 +284,14 @@ class profile:
     def _trace_meta(self):
         return {"pid": os.getpid(), "record_shapes": self.record_shapes,
                 "profile_memory": self.profile_memory,
-                "base_time_ns": self._recorder.base_time_ns if self._recorder else 0}
+                "base_time_ns": self._recorder.base_time_ns if self._recorder else 0,
+                "use_device": "cuda" if self._recorder is not None and self._recorder.cuda
+                else None}
+
+    def _wants_cuda(self):
+        """Whether this profile times device work (checked when recording starts)."""
+        return _cuda_activity(ProfilerActivity.CUDA in self.activities,
+                              ProfilerActivity.CPU in self.activities)
 
     def _enter_step(self):
         if self._record_steps:
@@ -264,8 +309,10 @@ class profile:
             raise RuntimeError("profile: another profiler is already recording; tracegrad records "
                                "with one profiler at a time (stop the other one first)")
         self._events = None
+        cuda = self._wants_cuda()
         if self._recorder is None:
-            self._recorder = Recorder(self.record_shapes, self.profile_memory, self.with_stack)
+            self._recorder = Recorder(self.record_shapes, self.profile_memory, self.with_stack,
+                                      cuda)
         self._recorder.start()
         _current = self._recorder
         self._recording = True
@@ -280,11 +327,16 @@ class profile:
 
 class record_function(contextlib.ContextDecorator):
     """``with record_function("name"):`` (or ``@record_function("name")``) records the block
-    as one event; it costs one global read when no profiler records."""
+    as one event; it costs one global read when no profiler records.
 
-    def __init__(self, name, args=None):
+    ``device="cuda"`` (tracegrad's own keyword, for library code that launches kernels
+    itself, such as a compiled function's CUDA tier): with CUDA activity the block is
+    also timed on the device, by CUDA events recorded around it."""
+
+    def __init__(self, name, args=None, *, device=None):
         self.name = name
         self.args = args
+        self.device = device
         self._open = []         # one entry per active use (a decorator may recurse)
 
     def __enter__(self):
@@ -292,7 +344,8 @@ class record_function(contextlib.ContextDecorator):
         if rec is None:
             self._open.append(None)
         else:
-            self._open.append((rec, rec.begin_annotation(self.name, sys._getframe(1))))
+            self._open.append((rec, rec.begin_annotation(self.name, sys._getframe(1),
+                                                         self.device)))
         return self
 
     def __exit__(self, *exc):

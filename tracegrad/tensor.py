@@ -411,7 +411,7 @@ class Tensor:
         dev, dt = parse_to_args(args, kwargs)
         return to_copy(self, dtype=dt, device=dev, copy=copy)
 
-    def cpu(self):
+    def cpu(self, memory_format=None):
         return self.to("cpu")
 
     def pin_memory(self, device=None):
@@ -442,7 +442,7 @@ class Tensor:
             return False
         return attrs.type == cp.cuda.runtime.memoryTypeHost
 
-    def cuda(self, device=None):
+    def cuda(self, device=None, non_blocking=False, memory_format=None):
         return self.to(as_device("cuda" if device is None else device if not isinstance(device, int)
                                  else f"cuda:{device}"))
 

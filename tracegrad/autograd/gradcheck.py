@@ -87,6 +87,7 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
               check_batched_grad=False, check_batched_forward_grad=False,
               check_forward_ad=False, check_backward_ad=True, fast_mode=False, masked=None):
     """True when every analytical Jacobian matches finite differences within tolerance."""
+    from ..device import CPU, to_device
     from ..tensor import Tensor
     inputs = _as_tuple(inputs)
     for i, x in enumerate(inputs):
@@ -104,11 +105,11 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     if not any(isinstance(x, Tensor) and x.requires_grad for x in inputs):
         raise ValueError("gradcheck expects at least one input tensor to require gradient, but "
                          "none of the them have requires_grad=True.")
-    before = [x._data.copy() if isinstance(x, Tensor) else None for x in inputs]
+    before = [to_device(x._data, CPU).copy() if isinstance(x, Tensor) else None for x in inputs]
     numerical = numerical_jacobian(func, inputs, eps)
     analytical = analytical_jacobian(func, inputs)
     for x, b in zip(inputs, before):
-        if b is not None and not np.array_equal(x._data, b, equal_nan=True):
+        if b is not None and not np.array_equal(to_device(x._data, CPU), b, equal_nan=True):
             return _fail("gradcheck: the function modified its input in place", raise_exception)
     for k, (num_row, ana_row) in enumerate(zip(numerical, analytical)):
         if ana_row is None:
@@ -149,7 +150,7 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
     diff_idx = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
     if grad_outputs is None:
         outs = _tensor_outputs(func(*inputs))   # with grad on: only differentiable outputs count
-        grad_outputs = tuple(randn(o.shape, dtype=o.dtype, requires_grad=True)
+        grad_outputs = tuple(randn(o.shape, dtype=o.dtype, device=o.device, requires_grad=True)
                              for o in outs if o.requires_grad)
     grad_outputs = _as_tuple(grad_outputs)
     n_in = len(inputs)

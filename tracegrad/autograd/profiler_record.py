@@ -13,6 +13,12 @@ new function is opened lazily: the op it calls is named after it, and only
 if it makes a second call is it turned into an enclosing event
 (``_promote``), so that the common one-call function costs one event. A
 function event left with one op child is merged with it when it closes.
+
+With ``cuda`` (CUDA activity on a GPU), an op that touches a cuda tensor, and a
+``record_function(name, device="cuda")`` block (a compiled function's kernels),
+get two CUDA events recorded around them; ``stop()`` waits for the device, reads
+the elapsed times into ``device_ns`` and totals them up the tree. Ops on CPU
+tensors record no CUDA event.
 """
 import inspect
 import itertools
@@ -25,6 +31,7 @@ import types
 import numpy as np
 
 from .. import _hooks
+from ..device import loaded_cupy
 from . import engine
 from .profiler_util import FunctionEvent, type_name
 
@@ -124,10 +131,14 @@ class _ThreadState:
 class Recorder:
     """The events of one profile; ``start``/``stop`` may alternate (a ``schedule``'s cycles)."""
 
-    def __init__(self, record_shapes=False, profile_memory=False, with_stack=False):
+    def __init__(self, record_shapes=False, profile_memory=False, with_stack=False, cuda=False):
         self.record_shapes = record_shapes
         self.profile_memory = profile_memory
         self.with_stack = with_stack
+        self.cuda = cuda        # time device work with CUDA events (a GPU is present)
+        self._timed = []        # events whose CUDA events are still to be read
+        self._ref = None        # (CUDA event, host ns) recorded together at start: the offset
+        #                         that puts device times on the host clock
         self.roots = []         # finished top-level events of all threads, by start
         self.t0 = None          # perf_counter_ns at the first start: times count from here
         self.base_time_ns = 0   # the wall clock then, for the trace
@@ -145,6 +156,11 @@ class Recorder:
             self.t0 = _clock()
             self.base_time_ns = time.time_ns()
         self._threads = {}
+        if self.cuda:
+            cp = loaded_cupy()
+            ref = cp.cuda.Event()
+            ref.record()
+            self._ref = (ref, _clock() - self.t0)
         self._hook_cm = _hooks.bind_hook_installed(self.on_bind, all_threads=True)
         self._hook_cm.__enter__()
         engine.node_hook = self.on_node
@@ -157,9 +173,65 @@ class Recorder:
         for st in list(self._threads.values()):
             st.lazy = None
             self._close_above(st, None, end)
+        if self.cuda:
+            self._read_device_times()
+        for st in list(self._threads.values()):
+            if self.cuda:
+                for root in st.roots:
+                    self._device_totals(root)
             self.roots.extend(st.roots)
             st.roots = []
         self.roots.sort(key=lambda e: e.start_ns)
+
+    # device time ----------------------------------------------------------------------------
+    def _cuda_begin(self, evt):
+        cp = loaded_cupy()
+        start = cp.cuda.Event()
+        start.record()
+        evt.cuda_events = (start, None)
+
+    def _cuda_end(self, evt):
+        cp = loaded_cupy()
+        end = cp.cuda.Event()
+        end.record()
+        evt.cuda_events = (evt.cuda_events[0], end)
+        evt.device_index = cp.cuda.runtime.getDevice()
+        self._timed.append(evt)
+
+    def _read_device_times(self):
+        """Wait for the device, then read every pending pair of CUDA events."""
+        if not self._timed:
+            return
+        cp = loaded_cupy()
+        self._timed[-1].cuda_events[1].synchronize()
+        ref, ref_host = self._ref
+        elapsed = cp.cuda.get_elapsed_time
+        for evt in self._timed:
+            start, end = evt.cuda_events
+            evt.device_ns = int(elapsed(start, end) * 1e6)
+            evt.device_start_ns = ref_host + int(elapsed(ref, start) * 1e6)
+            evt.cuda_events = None
+        self._timed = []
+
+    def _device_totals(self, evt):
+        """Fill ``evt``'s device totals from its measurement, else from its children."""
+        evt.cuda_events = None      # a block still open at stop() has no end: unmeasured
+        kids = 0
+        for c in evt.cpu_children:
+            kids += self._device_totals(c)
+        total = evt.device_ns if evt.device_ns is not None else kids
+        evt._device_total_ns = total
+        evt._self_device_ns = max(total - kids, 0)
+        return total
+
+    @staticmethod
+    def _on_gpu(args, params):
+        for a in args:
+            data = getattr(a, "_data", None)
+            if data is not None and type(data) is not np.ndarray:
+                return True
+        dev = params.get("device")     # a copy to a GPU
+        return dev is not None and getattr(dev, "type", None) == "cuda"
 
     def _state(self):
         ident = threading.get_ident()
@@ -184,18 +256,26 @@ class Recorder:
         st.stack.append(evt)
         t0 = self.t0
         out = None
+        timed = self.cuda and self._on_gpu(args, params)
+        if timed:
+            self._cuda_begin(evt)
         evt.start_ns = _clock() - t0
         try:
             out = inner(prim, args, params)
             return out
         finally:            # an op that raises is recorded too, as PyTorch does
             evt.end_ns = _clock() - t0
+            if timed:
+                self._cuda_end(evt)
             self._close_above(st, evt, evt.end_ns)
             st.stack.pop()
             if self.profile_memory:
                 data = getattr(out, "_data", None)
-                if type(data) is np.ndarray and out._base is None:
-                    evt.self_cpu_memory_usage = data.nbytes
+                if data is not None and out._base is None:
+                    if type(data) is np.ndarray:
+                        evt.self_cpu_memory_usage = data.nbytes
+                    else:
+                        evt.self_device_memory_usage = data.nbytes
             self._finish(st, evt)
             if frame is not None:
                 st.lazy = (evt, frame, name) + ((shapes, types_) if self.record_shapes else
@@ -222,7 +302,7 @@ class Recorder:
             st.stack.pop()
             self._finish(st, evt)
 
-    def begin_annotation(self, name, caller):
+    def begin_annotation(self, name, caller, device=None):
         st = self._state()
         chain, _ = self._walk(st, caller)
         self._sync(st, chain)
@@ -231,6 +311,8 @@ class Recorder:
         if self.record_shapes:
             evt.input_shapes, evt.input_types = [], []
         st.stack.append(evt)
+        if self.cuda and device is not None and str(device).startswith("cuda"):
+            self._cuda_begin(evt)       # kernels launched by library code, not through ops
         evt.start_ns = _clock() - self.t0
         return evt
 
@@ -243,6 +325,8 @@ class Recorder:
         self._close_above(st, evt, end)
         st.stack.pop()
         evt.end_ns = end
+        if evt.cuda_events is not None:
+            self._cuda_end(evt)
         self._finish(st, evt)
 
     # the event tree -----------------------------------------------------------------------
@@ -254,8 +338,11 @@ class Recorder:
             evt._child_ns = sum(c.end_ns - c.start_ns for c in kids)
             evt.cpu_memory_usage = evt.self_cpu_memory_usage + sum(c.cpu_memory_usage
                                                                    for c in kids)
+            evt.device_memory_usage = evt.self_device_memory_usage + sum(
+                c.device_memory_usage for c in kids)
         else:
             evt.cpu_memory_usage = evt.self_cpu_memory_usage
+            evt.device_memory_usage = evt.self_device_memory_usage
         if st.stack:
             evt.cpu_parent = st.stack[-1]
             st.stack[-1].cpu_children.append(evt)
@@ -284,6 +371,10 @@ class Recorder:
             only = kids[0]
             evt.start_ns, evt.end_ns = only.start_ns, only.end_ns
             evt.self_cpu_memory_usage = only.self_cpu_memory_usage
+            evt.self_device_memory_usage = only.self_device_memory_usage
+            if only.cuda_events is not None:    # the measurement goes with the merged event
+                evt.cuda_events, evt.device_index = only.cuda_events, only.device_index
+                self._timed[self._timed.index(only)] = evt
             evt.cpu_children = only.cpu_children
             for c in evt.cpu_children:
                 c.cpu_parent = evt

@@ -15,7 +15,17 @@ PyTorch's table:
 Times are kept in integer nanoseconds and reported in microseconds as
 PyTorch does (``cpu_time_total`` is a float in us). Memory is bytes of
 tensor storage an event allocated: ``self_cpu_memory_usage`` by the event
-itself, ``cpu_memory_usage`` with its children. The column layout, number
+itself, ``cpu_memory_usage`` with its children.
+
+With CUDA activity on a GPU, an op (or compiled kernel block) that ran on the
+device carries the time between two CUDA events recorded around it
+(``device_ns``): its ``device_time_total``; an event without its own
+measurement (a backward node, a composite, a ``record_function`` block) totals
+its children's, and ``self_device_time_total`` is the total less the
+children's. The table then has PyTorch's "Self CUDA", "Self CUDA %", "CUDA
+total" and "CUDA time avg" columns (the percentages are shares of the summed
+self times, as PyTorch's legacy profiler kept kernel times on CPU events),
+and the Chrome trace a track per device. The column layout, number
 formats and sort keys follow ``torch.autograd.profiler_util`` so that tables
 can be compared side by side. Recording lives in ``tracegrad.profiler``.
 """
@@ -76,12 +86,17 @@ class _Times:
     def self_cpu_time(self):
         return self.self_cpu_time_total / self.count if self.count else 0.0
 
-    # No device timing is recorded (CuPy launches are timed on the host); PyTorch's
-    # sort keys and attributes for it read as zero so that copied code keeps working.
-    device_time_total = self_device_time_total = device_time = 0.0
-    cuda_time_total = self_cuda_time_total = cuda_time = 0.0
-    device_memory_usage = self_device_memory_usage = 0
-    cuda_memory_usage = self_cuda_memory_usage = 0
+    @property
+    def device_time(self):
+        """Average device (CUDA) time per call, in us."""
+        return self.device_time_total / self.count if self.count else 0.0
+
+    # PyTorch's older names for the device figures
+    cuda_time_total = property(lambda self: self.device_time_total)
+    self_cuda_time_total = property(lambda self: self.self_device_time_total)
+    cuda_time = property(lambda self: self.device_time)
+    cuda_memory_usage = property(lambda self: self.device_memory_usage)
+    self_cuda_memory_usage = property(lambda self: self.self_device_memory_usage)
     node_id = -1
     is_async = is_remote = is_legacy = False
     flops = 0
@@ -89,13 +104,19 @@ class _Times:
     cpu_time_str = property(lambda self: _format_time(self.cpu_time))
     cpu_time_total_str = property(lambda self: _format_time(self.cpu_time_total))
     self_cpu_time_total_str = property(lambda self: _format_time(self.self_cpu_time_total))
+    device_time_str = property(lambda self: _format_time(self.device_time))
+    device_time_total_str = property(lambda self: _format_time(self.device_time_total))
+    self_device_time_total_str = property(
+        lambda self: _format_time(self.self_device_time_total))
 
 
 class FunctionEvent(_Times):
     """One recorded interval. ``kind``: "op", "node" (backward), "annotation" (record_function)."""
     __slots__ = ("id", "name", "kind", "thread", "start_ns", "end_ns", "input_shapes",
                  "input_types", "stack", "cpu_children", "cpu_parent", "self_cpu_memory_usage",
-                 "cpu_memory_usage", "frame", "_child_ns")
+                 "cpu_memory_usage", "frame", "_child_ns", "self_device_memory_usage",
+                 "device_memory_usage", "device_ns", "device_start_ns", "device_index",
+                 "cuda_events", "_device_total_ns", "_self_device_ns")
     count = 1
 
     def __init__(self, id, name, kind, thread, start_ns=0):
@@ -105,8 +126,13 @@ class FunctionEvent(_Times):
         self.cpu_children = []
         self.cpu_parent = None
         self.self_cpu_memory_usage = self.cpu_memory_usage = 0
+        self.self_device_memory_usage = self.device_memory_usage = 0
         self.frame = None       # the Python frame of an op function while it is open
         self._child_ns = 0
+        # device timing (CUDA activity): the measured ns and where it ran, None where the
+        # event was not measured; cuda_events holds the two events until they are read
+        self.device_ns = self.device_start_ns = self.device_index = self.cuda_events = None
+        self._device_total_ns = self._self_device_ns = 0
 
     @property
     def key(self):
@@ -123,6 +149,14 @@ class FunctionEvent(_Times):
     @property
     def self_cpu_time_total(self):
         return (self.end_ns - self.start_ns - self._child_ns) / 1000.0
+
+    @property
+    def device_time_total(self):
+        return self._device_total_ns / 1000.0
+
+    @property
+    def self_device_time_total(self):
+        return self._self_device_ns / 1000.0
 
     @property
     def is_user_annotation(self):
@@ -142,7 +176,9 @@ class FunctionEventAvg(_Times):
         self.key = None
         self.count = 0
         self.cpu_time_total = self.self_cpu_time_total = 0.0
+        self.device_time_total = self.self_device_time_total = 0.0
         self.cpu_memory_usage = self.self_cpu_memory_usage = 0
+        self.device_memory_usage = self.self_device_memory_usage = 0
         self.input_shapes = self.stack = None
         self.cpu_children = self.cpu_parent = None
         self.is_user_annotation = False
@@ -156,8 +192,12 @@ class FunctionEventAvg(_Times):
         self.count += other.count
         self.cpu_time_total += other.cpu_time_total
         self.self_cpu_time_total += other.self_cpu_time_total
+        self.device_time_total += other.device_time_total
+        self.self_device_time_total += other.self_device_time_total
         self.cpu_memory_usage += other.cpu_memory_usage
         self.self_cpu_memory_usage += other.self_cpu_memory_usage
+        self.device_memory_usage += other.device_memory_usage
+        self.self_device_memory_usage += other.self_device_memory_usage
         return self
 
     def __iadd__(self, other):
@@ -171,7 +211,9 @@ class FunctionEventAvg(_Times):
 
 SORT_KEYS = ("cpu_time_total", "self_cpu_time_total", "cpu_time", "self_cpu_time", "count",
              "cpu_memory_usage", "self_cpu_memory_usage", "device_time_total",
-             "self_device_time_total", "cuda_time_total", "self_cuda_time_total")
+             "self_device_time_total", "cuda_time_total", "self_cuda_time_total",
+             "device_time", "cuda_time", "device_memory_usage", "self_device_memory_usage",
+             "cuda_memory_usage", "self_cuda_memory_usage")
 
 
 class EventList(list):
@@ -181,6 +223,7 @@ class EventList(list):
         super().__init__(*args)
         self._profile_memory = profile_memory
         self._trace_meta = trace_meta or {}
+        self.use_device = self._trace_meta.get("use_device")     # "cuda" or None
 
     def _like(self, items):
         return EventList(items, profile_memory=self._profile_memory, trace_meta=self._trace_meta)
@@ -222,7 +265,7 @@ class EventList(list):
         """PyTorch's table: one row per event, sorted (descending) by ``sort_by``."""
         return _build_table(self, sort_by, row_limit, max_src_column_width, max_name_column_width,
                             max_shapes_column_width, header, top_level_events_only, time_unit,
-                            self._profile_memory)
+                            self._profile_memory, self.use_device)
 
     def __str__(self):
         return self.table()
@@ -244,10 +287,14 @@ def _sort_value(evt, sort_by):
 
 def _build_table(events, sort_by, row_limit, max_src_column_width, max_name_column_width,
                  max_shapes_column_width, header, top_level_events_only, time_unit,
-                 profile_memory):
-    """The text of PyTorch's ``_build_table`` for CPU-only events, column for column."""
+                 profile_memory, use_device=None):
+    """The text of PyTorch's ``_build_table``, column for column (device columns where an
+    event has device time, as PyTorch's)."""
     if len(events) == 0:
         return ""
+    has_device_time = bool(use_device) and any(e.self_device_time_total > 0 for e in events)
+    has_device_mem = bool(use_device) and any(e.self_device_memory_usage > 0 for e in events)
+    dev = (use_device or "None").upper()
     if sort_by is not None:
         events = sorted(events, key=lambda e: _sort_value(e, sort_by), reverse=True)
     has_shapes = any(e.input_shapes is not None and len(e.input_shapes) > 0 for e in events)
@@ -265,8 +312,12 @@ def _build_table(events, sort_by, row_limit, max_src_column_width, max_name_colu
             src_width = min(src_width, max_src_column_width)
 
     headers = ["Name", "Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg"]
+    if has_device_time:
+        headers += [f"Self {dev}", f"Self {dev} %", f"{dev} total", f"{dev} time avg"]
     if profile_memory:
         headers += ["CPU Mem", "Self CPU Mem"]
+        if has_device_mem:
+            headers += [f"{dev} Mem", f"Self {dev} Mem"]
     headers.append("# of Calls")
     widths = [name_width] + [12] * (len(headers) - 1)
     aligns = [">"] * len(headers)
@@ -299,6 +350,7 @@ def _build_table(events, sort_by, row_limit, max_src_column_width, max_name_colu
         return path
 
     total = sum(e.self_cpu_time_total for e in events)
+    device_total = sum(e.self_device_time_total for e in events)
     out = []
     if header is not None:
         out += ["=" * line_length, header]
@@ -319,9 +371,16 @@ def _build_table(events, sort_by, row_limit, max_src_column_width, max_name_colu
                fmt_time(evt.self_cpu_time_total),
                _format_time_share(evt.cpu_time_total, total), fmt_time(evt.cpu_time_total),
                fmt_time(evt.cpu_time)]
+        if has_device_time:
+            row += [fmt_time(evt.self_device_time_total),
+                    _format_time_share(evt.self_device_time_total, device_total),
+                    fmt_time(evt.device_time_total), fmt_time(evt.device_time)]
         if profile_memory:
             row += [_format_memory(evt.cpu_memory_usage),
                     _format_memory(evt.self_cpu_memory_usage)]
+            if has_device_mem:
+                row += [_format_memory(evt.device_memory_usage),
+                        _format_memory(evt.self_device_memory_usage)]
         row.append(evt.count)
         if has_shapes:
             row.append(str(evt.input_shapes)[:shapes_width])
@@ -335,6 +394,8 @@ def _build_table(events, sort_by, row_limit, max_src_column_width, max_name_colu
                 out.append(row_format.format(*blanks, trim_path(entry)))
             out.append(row_format.format(*blanks, ""))
     out += [header_sep, f"Self CPU time total: {fmt_time(total)}"]
+    if has_device_time:
+        out.append(f"Self {dev} time total: {fmt_time(device_total)}")
     return "\n".join(out) + "\n"
 
 
@@ -379,12 +440,38 @@ def chrome_trace(events, meta, trace_name=None):
         trace.append({"ph": "X", "cat": _category(evt), "name": evt.name, "pid": pid,
                       "tid": evt.thread, "ts": evt.start_ns / 1000.0,
                       "dur": (evt.end_ns - evt.start_ns) / 1000.0, "args": args})
+    trace += _device_track(events)
     out = {"schemaVersion": 1, "displayTimeUnit": "ms", "traceEvents": trace,
            "record_shapes": int(bool(meta.get("record_shapes"))),
            "baseTimeNanoseconds": meta.get("base_time_ns", 0)}
     if trace_name is not None:
         out["traceName"] = str(trace_name)
     return out
+
+
+_STREAM = 7     # the tid of a device's track: Kineto names the default stream "stream 7"
+
+
+def _device_track(events):
+    """One process per GPU ("GPU 0", pid = the device ordinal, as Kineto writes it) with the
+    measured device intervals: "kernel" events, and "gpu_memcpy" for copies between
+    devices, each tied to its host event by "External id"."""
+    measured = [e for e in events if e.device_start_ns is not None]
+    trace = []
+    for idx in sorted({e.device_index for e in measured}):
+        trace.append({"ph": "M", "name": "process_name", "pid": idx, "tid": 0, "ts": 0,
+                      "args": {"name": f"GPU {idx}"}})
+        trace.append({"ph": "M", "name": "thread_name", "pid": idx, "tid": _STREAM, "ts": 0,
+                      "args": {"name": f"stream {_STREAM}"}})
+    for evt in sorted(measured, key=lambda e: e.device_start_ns):
+        cat = "gpu_memcpy" if evt.name in ("to", "cpu", "cuda", "convert", "copy_") \
+            else "kernel"
+        trace.append({"ph": "X", "cat": cat, "name": evt.name, "pid": evt.device_index,
+                      "tid": _STREAM, "ts": evt.device_start_ns / 1000.0,
+                      "dur": evt.device_ns / 1000.0,
+                      "args": {"External id": evt.id, "device": evt.device_index,
+                               "stream": _STREAM}})
+    return trace
 
 
 _type_name_of = {}       # NumPy dtype -> name (str(dtype) is slow enough to show in profiles)

@@ -354,6 +354,10 @@ def _explain_failure(prim, args, params, exc):
     """Turn a failure inside an implementation into an error naming the op."""
     if isinstance(exc, (TypeError, IndexError)) and str(exc).startswith(prim.name + ":"):
         return exc
+    from ..device import mixed_devices      # a CPU op handed a cuda tensor fails in NumPy
+    mixed = mixed_devices([a for a in args if isinstance(a, Tensor)])
+    if mixed:
+        return op_error(prim.name, mixed)
     try:
         prim.shape_dtype(*args, **params)       # the rules raise PyTorch's wording
     except (RuntimeError, IndexError, TypeError, ValueError) as rule_exc:
@@ -374,6 +378,16 @@ def _xp(arrays):
             from ..device import cupy
             return cupy()
     return np
+
+
+def _device_xp(prim, args, arrays):
+    """CuPy for an op whose tensors include a cuda one, after PyTorch's same-device check
+    (``device.one_device``; CPU-only calls never come here)."""
+    from ..device import DeviceMismatch, one_device
+    try:
+        return one_device(args, arrays, prim.kind == "elementwise")
+    except DeviceMismatch as e:
+        raise op_error(prim.name, str(e)) from None
 
 
 def bind(prim, *args, **params):
@@ -407,7 +421,7 @@ def apply_plain(prim, args, params):
         else:
             arrays.append(a)
             same = False
-    xp = np if not on_gpu else _xp(arrays)
+    xp = np if not on_gpu else _device_xp(prim, args, arrays)
     try:
         # an op that keeps its operands' one dtype needs no rule for it (most ops, most calls)
         if not (same and prim.keeps_dtype and dt is not None
@@ -416,8 +430,8 @@ def apply_plain(prim, args, params):
         out = prim.impl(xp, *arrays, **params)
     except Exception as exc:   # noqa: BLE001 - re-raised with the op's name
         raise _explain_failure(prim, args, params, exc) from None
-    if type(out) is not np.ndarray and xp is np:
-        out = np.asarray(out)
+    if type(out) is not np.ndarray and xp is np and not hasattr(out, "__cuda_array_interface__"):
+        out = np.asarray(out)       # a NumPy scalar; a cuda array is a copy to the device
     want = dt.np
     if out.dtype is not want and out.dtype != want:
         out = out.astype(want)
@@ -559,8 +573,12 @@ def _inplace(prim, name, target, *others, **params):
             if tuple(shape) != target.shape:
                 raise RuntimeError(f"output with shape {list(target.shape)} doesn't match the "
                                    f"broadcast shape {list(shape)}")
-            prim.inplace_impl(np if type(target._data) is np.ndarray else _xp([target._data]),
-                              target._data, *arrays, **params)
+            xp = np
+            if type(target._data) is not np.ndarray:    # the same-device check (GPU path)
+                both = [target._data] + arrays
+                xp = _device_xp(prim, (target,) + others, both)
+                arrays = both[1:]
+            prim.inplace_impl(xp, target._data, *arrays, **params)
         except Exception as exc:  # noqa: BLE001
             raise _explain_failure(prim, (target,) + others, params, exc) from None
         target._vc.value += 1

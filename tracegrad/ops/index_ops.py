@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import dtypes
 from ..autograd.grad_mode import _state as _gm
+from ..device import xp_of
 from ..tensor import Tensor
 from .core import Primitive, apply_view_steps, bind, inplace, op_error
 from .declare import method
@@ -281,8 +282,22 @@ scatter_add_zeros_p = Primitive(
 
 # public functions --------------------------------------------------------------------
 
+def _indices_on(tensors, x):
+    """Index tensors on ``x``'s device: PyTorch takes CPU indices for a cuda tensor (lists
+    and NumPy arrays in a key become CPU tensors too)."""
+    kind = type(x._data)
+    if all(type(t._data) is kind for t in tensors):
+        return tensors
+    if kind is not np.ndarray:
+        return [t if type(t._data) is kind else t.to(x.device) for t in tensors]
+    raise op_error("index", f"indices should be either on cpu or on the same device as the "
+                            f"indexed tensor ({x.device})")
+
+
 def index(input, key):
     spec, tensors = parse_key(key)
+    if tensors:
+        tensors = _indices_on(tensors, input)
     return bind(index_p, input, *tensors, spec=spec)
 
 
@@ -290,6 +305,8 @@ def setitem(target, key, value):
     """``target[key] = value``. A basic key writes through the view ``target[key]``, as
     PyTorch's ``copy_`` into it does, so a base that records history gets ``CopySlices``."""
     spec, tensors = parse_key(key)
+    if tensors:
+        tensors = _indices_on(tensors, target)
     if tensors or not _gm.grad_enabled or not (
             target._requires_grad or isinstance(value, Tensor) and value._requires_grad
             or target._base is not None and target._base._requires_grad):
@@ -378,6 +395,5 @@ def nonzero(input, *, as_tuple=False):
     nz = input._data.nonzero()
     if as_tuple:
         return tuple(Tensor._make(a.astype(np.int64)) for a in nz)
-    xp = np if type(input._data) is np.ndarray else None
-    stacked = (xp or __import__("cupy")).stack(nz, axis=1) if nz else input._data.reshape(0, 0)
+    stacked = xp_of(input._data).stack(nz, axis=1) if nz else input._data.reshape(0, 0)
     return Tensor._make(stacked.astype(np.int64))

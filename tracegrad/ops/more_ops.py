@@ -352,7 +352,7 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
     from ..creation import arange, tensor
     if repeats is None:       # repeat_interleave(repeats): the indices 0, 0, 1, 2, 2, ...
         reps = input
-        return repeat_interleave(arange(reps.shape[0]), reps, 0)
+        return repeat_interleave(arange(reps.shape[0], device=reps.device), reps, 0)
     if dim is None:
         input, dim = reshape(input, (-1,)), 0
     d = norm_dim(dim, input.ndim)
@@ -362,7 +362,7 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
             raise op_error("repeat_interleave", "repeats must have the same size as input along "
                                                 "dim")
         idx = np.repeat(np.arange(input.shape[d]), counts)
-        return index_select(input, d, tensor(idx, dtype=dtypes.int64))
+        return index_select(input, d, tensor(idx, dtype=dtypes.int64, device=input.device))
     r = int(repeats.item() if isinstance(repeats, Tensor) else repeats)
     if r < 0:
         raise op_error("repeat_interleave", "repeats can not be negative")

@@ -4,10 +4,9 @@ function draws afresh at each call (its ``random`` nodes stay ops).
 """
 import math
 
-import numpy as np
-
 from .. import dtypes
 from .._hooks import state as _hook_state
+from ..device import xp_of
 from ..tensor import Tensor
 from .core import op_error
 from .declare import method
@@ -24,7 +23,7 @@ def bernoulli(input, p=None, *, generator=None):
     from ..creation import rand
     prob = input if p is None else p
     u = rand(input.shape, generator=generator, dtype=input.dtype if input.dtype
-             .is_floating_point else dtypes.get_default_dtype())
+             .is_floating_point else dtypes.get_default_dtype(), device=input.device)
     out = (u < prob).to(input.dtype)
     # PyTorch's result takes part in autograd with a zero gradient
     return out + input * 0 if input.requires_grad and input.dtype.is_floating_point else out
@@ -82,7 +81,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
     w = input.detach()
     if _hook_state.tracer is None:
         data = w._data
-        if (data < 0).any() or not np.isfinite(data).all():
+        if (data < 0).any() or not xp_of(data).isfinite(data).all():
             raise op_error("multinomial", "probability tensor contains either `inf`, `nan` or "
                                           "element < 0")
         nonzero = (data > 0).sum(-1)
@@ -97,11 +96,11 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
     if replacement:
         cdf = cumsum(w, -1)
         cdf = cdf / narrow(cdf, -1, n - 1, 1)
-        u = rand(batch + (num_samples,), generator=generator, dtype=w.dtype)
+        u = rand(batch + (num_samples,), generator=generator, dtype=w.dtype, device=w.device)
         below = unsqueeze(cdf, -2) <= unsqueeze(u, -1)
         idx = sum(below, -1)
         return where(idx > n - 1, n - 1, idx)
-    u = rand(batch + (n,), generator=generator, dtype=w.dtype)
+    u = rand(batch + (n,), generator=generator, dtype=w.dtype, device=w.device)
     positive = w > 0
     keys = where(positive, -log(1 - u) / where(positive, w, 1.0), math.inf)
     return narrow(argsort(keys, -1, stable=True), -1, 0, num_samples)

@@ -9,12 +9,15 @@ lists, and tuples, lists, named tuples and dicts are collated field by
 field (a tuple of fields comes back as a list, as in PyTorch).
 
 Loading always runs in the calling process: ``num_workers`` and the other
-worker options are accepted for compatibility and ignored.
+worker options are accepted for compatibility and ignored. ``pin_memory=True``
+copies each batch's tensors into page-locked memory where a GPU is present;
+without one it warns at each ``iter()``, as PyTorch does, and loads as usual.
 """
 import bisect
 import collections.abc
 import math
 import numbers
+import warnings
 
 import numpy as np
 
@@ -289,8 +292,20 @@ class DataLoader:
             collate_fn = default_collate if batch_size is not None or batch_sampler is not None \
                 else default_convert
         self.collate_fn = collate_fn
+        self.pin_memory = pin_memory
 
     def __iter__(self):
+        batches = self._batches()
+        if not self.pin_memory:
+            return batches
+        from .. import cuda
+        if not cuda.is_available():
+            warnings.warn("'pin_memory' argument is set as true but no accelerator is found, "
+                          "then device pinned memory won't be used.", stacklevel=2)
+            return batches
+        return (_pinned(b) for b in batches)
+
+    def _batches(self):
         if self._iterable:
             return self._iter_stream()
         if self.batch_sampler is None:
@@ -318,6 +333,19 @@ class DataLoader:
                 return n
             return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
         return len(self.batch_sampler if self.batch_sampler is not None else self.sampler)
+
+
+def _pinned(batch):
+    """``batch`` with its CPU tensors copied to page-locked memory, structure kept."""
+    if isinstance(batch, Tensor):
+        return batch.pin_memory() if not batch.is_cuda else batch
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+        return type(batch)(*(_pinned(b) for b in batch))
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(_pinned(b) for b in batch)
+    if isinstance(batch, dict):
+        return {k: _pinned(v) for k, v in batch.items()}
+    return batch
 
 
 __all__ = [
