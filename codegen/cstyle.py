@@ -74,6 +74,10 @@ nt tid i n y0 y1 j0 j1 yn jn gamma lgamma tgamma fmax fmin""".split())
 class Language:
     """A C-like target: type names, literals, the op table, and the kernel walk."""
     types = {dtypes.float32: "float", dtypes.float64: "double", dtypes.bool: "bool"}
+    keywords = _C_KEYWORDS      # names a user's variable is renamed away from
+    # a costly point value a later loop of the same row reads again is kept in a per-thread
+    # row buffer (C), or computed again (CUDA, whose threads share the row)
+    row_buffers = True
 
     def ctype(self, dtype):
         try:
@@ -131,7 +135,8 @@ class _Writer:
     def c(self, name):
         """The C identifier of an SSA name (the user's, unless C or the loops use it)."""
         if name not in self.names:
-            base = name if name not in _C_KEYWORDS and not name.startswith("__") else name + "_"
+            keywords = self.lang.keywords
+            base = name if name not in keywords and not name.startswith("__") else name + "_"
             while base in self.names.values():
                 base += "_"
             self.names[name] = base
@@ -223,7 +228,7 @@ class _Writer:
         # kept, not computed again, whatever the row's length: a transcendental's vector and
         # scalar forms differ in the last bit, so a value computed twice may not equal
         # itself (and amax's == against it would fail)
-        keep = self.rowwise
+        keep = self.rowwise and self.lang.row_buffers
         for q in range(self.phases + 1):
             reds = [op for op in k.body if isinstance(op, Reduce) and op.name not in self.single
                     and self.acc_phase[op.name] == q and self.level[op.args[0]] == "point"]

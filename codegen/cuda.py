@@ -1,29 +1,110 @@
-"""The CUDA language: the C renderer's walk over the kernel IR as a grid-stride loop.
+"""The CUDA language: the C renderer's walk over the kernel IR, as CUDA C kernels.
 
 It shares the primitives' C expressions with the C language (``Primitive.cuda_template``
-where a primitive overrides one) and overrides only the loop: one thread an element.
-Kernels with reductions are not rendered for CUDA yet (``Unsupported``).
+where a primitive overrides one) and the C walk's plan (coalesced axes, per-row phases,
+the partials of reductions over the rows); it overrides the loops. A kernel takes one of
+three forms, and ``Launch`` (what ``render`` returns beside the source) tells the launcher
+how to run it:
+
+- no reduction: a grid-stride loop, one thread an element;
+- reductions over every element: the same loop, each thread accumulating in a register,
+  then a block reduction (warp shuffles, then the warps through shared memory); each block
+  writes its part;
+- per-row reductions, or reductions over the rows that keep some axes: one block a row
+  (grid-stride over the rows), the block's threads striding along the row, one loop a
+  phase as in C, each per-row reduction a block reduction that every thread reads.
+
+Reductions over the rows (``Kernel.partials``) are computed in parts, one set a block, in
+a buffer the launcher passes; ``<name>_combine`` folds the blocks' parts in block order
+into the results, so a result does not depend on scheduling (the C tier folds its
+threads' parts the same way). float32 sums accumulate in float64 (the ``Combiner``).
+Dynamic sizes are ``const long long s0`` arguments after the arrays.
 """
 import math
 
-from .cstyle import Language, Unsupported, _Writer
+from tracegrad.symbolic import substitute
+
+from .cstyle import Language, Unsupported, _C_KEYWORDS, _Writer
 from .kernel import Reduce
+
+THREADS = 256           # threads a block (a row's block: fewer for a short row, 32 at least)
+MAX_BLOCKS = 1024       # blocks a launch at most (grid-stride loops cover the rest): about
+                        # what an H100's 132 SMs hold resident at 256 threads a block
+WARP = 32
+
+# names the CUDA loops use beside C's (a combine kernel's ``b``, ``total`` and ``blocks``
+# never meet a user's name: it reads only arrays, named ``<name>_`` and ``<name>_parts``)
+_CUDA_KEYWORDS = _C_KEYWORDS | frozenset("""e threadIdx blockIdx blockDim gridDim warpSize
+isfinite""".split())
 
 
 class CUDA(Language):
-    """The GPU target: the primitives' C expressions (``Primitive.cuda_template`` where a
-    primitive overrides one), rendered by the same walk as a grid-stride loop, one thread an
-    element. Kernels with reductions are not rendered for CUDA yet (``Unsupported``)."""
+    """The GPU target: the primitives' C expressions, rendered by the C walk as CUDA C."""
+    sized = True            # a dynamic shape's sizes are arguments (``const long long s0``)
+    row_buffers = False
+    keywords = _CUDA_KEYWORDS
 
     def template(self, prim):
         return prim.cuda_template
 
     def render_kernel(self, kernel, site_comment=None):
-        return _CudaWriter(self, kernel, site_comment or (lambda s: None)).render()
+        """Source of ``kernel``'s CUDA kernel(s) (raises ``Unsupported``)."""
+        return self.render(kernel, site_comment)[0]
+
+    def render(self, kernel, site_comment=None):
+        """``(source, Launch)`` of ``kernel``: its ``__global__`` function, and
+        ``<name>_combine`` when it has partials."""
+        w = _CudaWriter(self, kernel, site_comment or (lambda s: None))
+        return w.render(), w.launch
+
+
+class Launch:
+    """How the launcher runs one rendered kernel (the contract between ``render`` and
+    ``cuda_launch.CudaKernel``).
+
+    The kernel's arguments, in order: the inputs, the outputs, one parts buffer a partial
+    (``partials``), then the size symbols as ``long long`` (``symbols``). It runs on
+    ``grid(sizes)`` blocks of ``block(sizes)`` threads, a multiple of 32 (``sizes``: symbol
+    -> int, ``{}`` for a static shape); its shared memory is static (no dynamic shared
+    memory). ``kind`` is "elements" (``work`` elements, one thread each, grid-stride) or
+    "rows" (``work`` rows of ``row`` elements, one block a row, grid-stride).
+
+    ``partials``: per reduction over the rows, ``(count, acc dtype)``: the kernel writes
+    ``count`` accumulators a block, ``grid * count`` in all, into a buffer of the acc dtype.
+    Then ``combine`` (a kernel name) runs on ``combine_grid(sizes)`` blocks of ``THREADS``
+    with the arguments: the parts buffers, the result arrays (the partials' shapes and
+    dtypes), the number of blocks the first launch ran, and the size symbols.
+    """
+
+    def __init__(self, name, kind, work, row, partials, symbols, combine):
+        self.name, self.kind, self.work, self.row = name, kind, work, row
+        self.partials, self.symbols, self.combine = tuple(partials), tuple(symbols), combine
+
+    def block(self, sizes):
+        if self.kind == "rows":
+            n = int(substitute(self.row, sizes))
+            return min(THREADS, max(WARP, -(-n // WARP) * WARP))
+        return THREADS
+
+    def grid(self, sizes):
+        work = int(substitute(self.work, sizes))
+        if self.kind == "rows":
+            return max(1, min(work, MAX_BLOCKS))
+        return max(1, min(-(-work // THREADS), MAX_BLOCKS))
+
+    def counts(self, sizes):
+        return [int(substitute(count, sizes)) for count, _ in self.partials]
+
+    def combine_grid(self, sizes):
+        return max(1, min(-(-max(self.counts(sizes), default=1) // THREADS), MAX_BLOCKS))
+
+    def __repr__(self):
+        return (f"Launch({self.name}: {self.kind} work={self.work} row={self.row} "
+                f"partials={[str(c) for c, _ in self.partials]} combine={self.combine})")
 
 
 class _CudaWriter(_Writer):
-    """The walk for CUDA: each thread computes elements ``e``, ``e + stride``, ...::
+    """The walk for CUDA. An elementwise kernel::
 
         extern "C" __global__ void forward_fused0(const float *__restrict__ x_, ...) {
           for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < 12;
@@ -31,31 +112,273 @@ class _CudaWriter(_Writer):
             const long long o = e / 3, j = e % 3;
             const float x = x_[o * 3 + j];
             ...
+
+    A softmax, one block a row::
+
+        for (long long o = blockIdx.x; o < 4; o += gridDim.x) {
+          const long long n = 8;
+          float m_acc = (-(float)INFINITY);
+          for (long long j = threadIdx.x; j < n; j += blockDim.x) {
+            const float x = x_[o * 8 + j];
+            m_acc = (m_acc > x || isnan(m_acc) ? m_acc : x);
+          }
+          const float m = (float)tg_block_maximum_float(m_acc, tg_red_float);
+          ...
     """
 
     def render(self):
         self.plan()
+        self.plan_loops()
         k, lang = self.k, self.lang
-        if any(isinstance(op, Reduce) for op in k.body):
-            raise Unsupported("reductions are not rendered for CUDA yet")
+        self.reduced = set()        # (combiner ufunc, acc ctype) of the block reductions used
+        ops = {op.name: op for op in k.body}
         params = [f"const {lang.ctype(i.dtype)} *__restrict__ {self.c(i.name)}_"
                   for i in k.inputs]
         params += [f"{lang.ctype(op.dtype)} *__restrict__ {self.c(op.name)}_"
                    for op in k.outputs]
-        ops = {op.name: op for op in k.body}
-        inner, total = self.shape[-1], math.prod(self.shape)
-        self.emit(f"// {k.label}: {k.op_names()}; one pass over "
-                  f"[{','.join(map(str, k.domain))}]")
+        params += [f"{lang.ctype(p.acc_dtype)} *__restrict__ {self.c(p.name)}_parts"
+                   for p in k.partials]
+        params += [f"const long long {s}" for s in self.symbols]
+        # reductions whose every element goes to one slot: a register a thread
+        self.whole = {p.name for p in k.partials if not any(self.maps[p.name])}
+        flat = not self.rowwise and len(self.whole) == len(k.partials)
+        last = len(self.shape) - 1
+        domain = ",".join(map(str, k.domain))
+        if flat:
+            work, row, kind = math.prod(self.shape), None, "elements"
+            how = "one thread an element"
+        else:
+            work, row, kind = math.prod(self.shape[:last]), self.shape[last], "rows"
+            how = "one block a row"
+        combine = f"{k.name}_combine" if k.partials else None
+        self.launch = Launch(k.name, kind, work, row,
+                             [(self.part_size(p), p.acc_dtype.np) for p in k.partials],
+                             self.symbols, combine)
+        self.emit(f"// {k.label}: {k.op_names()}; one pass over [{domain}], {how}")
         self.open(f'extern "C" __global__ void {k.name}({", ".join(params)})')
-        self.open(f"for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; "
-                  f"e < {total}; e += gridDim.x * (long long)blockDim.x)")
-        self.emit(f"const long long o = e / {inner}, j = e % {inner};")
+        shared_at = len(self.lines)
+        if flat:
+            self.flat_loop(ops)
+        else:
+            self.row_loop(ops)
+        self.close()
+        self.lines[shared_at:shared_at] = [
+            f"  __shared__ {t} tg_red_{t}[{WARP + 1}];  // a block reduction's warps, then its "
+            f"result" for t in sorted({t for _, t in self.reduced})]
+        if k.partials:
+            self.emit("")
+            self.render_combine()
+        return "\n".join(self.lines)
+
+    # the two loops -------------------------------------------------------------------------
+    def flat_loop(self, ops):
+        """One thread an element; reductions over every element in a register a thread."""
+        lang = self.lang
+        reds, writes, need = self.loops.get(0, ((), (), []))
+        for r in reds:
+            self.emit(f"{lang.ctype(r.acc_dtype)} {self.c(r.name)}_acc = {self.identity(r)};")
+        shape = self.shape
+        step = "gridDim.x * (long long)blockDim.x"
+        first = "blockIdx.x * (long long)blockDim.x + threadIdx.x"
+        if len(shape) == 1:     # one axis: the element is the index
+            self.open(f"for (long long j = {first}; j < {shape[0]}; j += {step})")
+            self.base = {name: "0" for name in self.maps}
+        else:
+            self.open(f"for (long long e = {first}; e < {math.prod(shape)}; e += {step})")
+            self.emit(f"const long long o = e / {shape[-1]}, j = e % {shape[-1]};")
+            self.base = self.row_bases("o")
+        self.stride = {name: s[-1] for name, s in self.maps.items()}
+        self.points(need, ops)
+        for w in writes:
+            self.emit(f"{self.c(w.name)}_[{self.index(w.name)}] = {self.c(w.name)};")
+        for r in reds:
+            acc = f"{self.c(r.name)}_acc"
+            self.emit(f"{acc} = {self.combine_expr(r, acc, self.cast(r.args[0], r.acc_dtype))};")
+        self.close()
+        for r in reds:
+            acc = f"{self.c(r.name)}_acc"
+            self.emit(f"{acc} = {self.block_reduce(r, acc)};")
+            self.emit(f"if (threadIdx.x == 0) {self.c(r.name)}_parts[blockIdx.x] = {acc};")
+
+    def row_loop(self, ops):
+        """One block a row: a loop a phase, threads striding along the row."""
+        k, lang = self.k, self.lang
+        for p in k.partials:        # this block's part, set to the identity first
+            n, count = self.c(p.name), self.part_size(p)
+            self.emit(f"{lang.ctype(p.acc_dtype)} *{n}_part = {n}_parts + "
+                      f"blockIdx.x * (long long){count};")
+            self.emit(f"for (long long i = threadIdx.x; i < {count}; i += blockDim.x) "
+                      f"{n}_part[i] = {self.identity(p)};")
+        # a reduction of point values over every element: a register a thread, all rows long
+        self.kept_acc = [p for p in k.partials if p.name in self.whole
+                         and self.level[p.args[0]] == "point"]
+        for p in self.kept_acc:
+            self.emit(f"{lang.ctype(p.acc_dtype)} {self.c(p.name)}_acc = {self.identity(p)};")
+        if k.partials:
+            self.emit("__syncthreads();")
+        last = len(self.shape) - 1
+        self.open(f"for (long long o = blockIdx.x; o < {math.prod(self.shape[:last])}; "
+                  f"o += gridDim.x)")
+        self.emit(f"const long long n = {self.shape[last]};")
         self.base = self.row_bases("o")
         self.stride = {name: s[-1] for name, s in self.maps.items()}
-        self.stored = {}
-        self.points(self.closure([op.name for op in k.outputs], ops), ops)
-        for w in k.outputs:
+        self.done = set()
+        for q in range(self.phases + 1):
+            self.row_values(ops, q)
+            self.inner_loop(ops, q)
+        self.row_values(ops, self.phases + 1)
+        self.close()
+        for p in self.kept_acc:
+            acc, slot = f"{self.c(p.name)}_acc", f"{self.c(p.name)}_part[0]"
+            self.emit(f"{acc} = {self.block_reduce(p, acc)};")
+            self.emit(f"if (threadIdx.x == 0) {slot} = {self.combine_expr(p, slot, acc)};")
+
+    def row_values(self, ops, q):
+        """Per-row values, computed by every thread of the row's block; thread 0 writes
+        them and adds them to the partials."""
+        for op in self.k.body:
+            if self.level[op.name] != "row" or op.name in self.done or self.phase[op.name] > q:
+                continue
+            if isinstance(op, Reduce):
+                continue            # finished by the loop that accumulates it
+            self.value(op)
+            self.done.add(op.name)
+            if op in self.k.outputs:
+                self.emit(f"if (threadIdx.x == 0) "
+                          f"{self.c(op.name)}_[{self.base[op.name]}] = {self.c(op.name)};")
+            for p in self.k.partials:
+                if p.args[0] == op.name:
+                    slot = f"{self.c(p.name)}_part[{self.base[p.name]}]"
+                    x = self.cast_expr(self.c(op.name), p.acc_dtype)
+                    self.emit(f"if (threadIdx.x == 0) {slot} = {self.combine_expr(p, slot, x)};")
+
+    def inner_loop(self, ops, q):
+        """Loop ``q`` along the row: its threads accumulate the reductions of phase ``q``
+        and write the outputs computed in it; each per-row reduction then is a block's."""
+        k, lang = self.k, self.lang
+        if q not in self.loops:
+            return
+        reds, writes, need = self.loops[q]
+        for name in need:       # per-row inputs the loop reads: once a row, before it
+            for a in ops[name].operands() if name in ops else ():
+                if self.level[a] == "row":
+                    self.arg(a)
+        # a register a thread for the row: per-row reductions, and reductions over the rows
+        # into one slot a row; the rest go to their slots of the block's part (the slot of
+        # point j is only ever thread j % blockDim.x's)
+        row_acc = [r for r in reds if not r.spans
+                   or self.stride[r.name] == 0 and r not in self.kept_acc]
+        for r in row_acc:
+            self.emit(f"{lang.ctype(r.acc_dtype)} {self.c(r.name)}_acc = {self.identity(r)};")
+        self.open("for (long long j = threadIdx.x; j < n; j += blockDim.x)")
+        self.points(need, ops, q)
+        for w in writes:
             self.emit(f"{self.c(w.name)}_[{self.index(w.name)}] = {self.c(w.name)};")
+        for r in reds:
+            src = self.cast(r.args[0], r.acc_dtype)
+            if r in row_acc or r in self.kept_acc:
+                acc = f"{self.c(r.name)}_acc"
+                self.emit(f"{acc} = {self.combine_expr(r, acc, src)};")
+            else:
+                slot = f"{self.c(r.name)}_part[{self.index(r.name)}]"
+                self.emit(f"{slot} = {self.combine_expr(r, slot, src)};")
         self.close()
+        for r in row_acc:
+            acc, t = f"{self.c(r.name)}_acc", lang.ctype(r.dtype)
+            if r.spans:
+                slot = f"{self.c(r.name)}_part[{self.base[r.name]}]"
+                self.emit(f"{acc} = {self.block_reduce(r, acc)};")
+                self.emit(f"if (threadIdx.x == 0) {slot} = {self.combine_expr(r, slot, acc)};")
+                continue
+            self.emit(f"const {t} {self.c(r.name)} = ({t}){self.block_reduce(r, acc)};")
+            self.done.add(r.name)
+            if r in k.outputs:
+                self.emit(f"if (threadIdx.x == 0) "
+                          f"{self.c(r.name)}_[{self.base[r.name]}] = {self.c(r.name)};")
+
+    # reductions ------------------------------------------------------------------------------
+    def identity(self, r):
+        return self.lang.literal(r.combiner.identity(r.dtype), r.acc_dtype)
+
+    def block_reduce(self, r, acc):
+        """The block's reduction of every thread's ``acc``, which each thread gets."""
+        t = self.lang.ctype(r.acc_dtype)
+        self.reduced.add((r.combiner.ufunc, t))
+        return f"tg_block_{r.combiner.ufunc}_{t}({acc}, tg_red_{t})"
+
+    def render_combine(self):
+        """``<name>_combine``: each result slot folds the blocks' parts in block order."""
+        k, lang = self.k, self.lang
+        params = [f"const {lang.ctype(p.acc_dtype)} *__restrict__ {self.c(p.name)}_parts"
+                  for p in k.partials]
+        params += [f"{lang.ctype(p.dtype)} *__restrict__ {self.c(p.name)}_" for p in k.partials]
+        params += ["const long long blocks"] + [f"const long long {s}" for s in self.symbols]
+        self.emit(f"// {k.label}'s reductions over the rows: the blocks' parts, combined in "
+                  f"block order")
+        self.open(f'extern "C" __global__ void {k.name}_combine({", ".join(params)})')
+        for p in k.partials:
+            n, count = self.c(p.name), self.part_size(p)
+            self.open(f"for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; "
+                      f"i < {count}; i += gridDim.x * (long long)blockDim.x)")
+            self.emit(f"{lang.ctype(p.acc_dtype)} total = {n}_parts[i];")
+            self.emit(f"for (long long b = 1; b < blocks; b++) total = "
+                      f"{self.combine_expr(p, 'total', f'{n}_parts[b * {count} + i]')};")
+            self.emit(f"{n}_[i] = ({lang.ctype(p.dtype)})total;")
+            self.close()
         self.close()
-        return "\n".join(self.lines)
+
+    def part_size(self, p):
+        shape = p.value.shape
+        return math.prod(shape) if shape else 1
+
+
+def declarations(kernels, lang=None):
+    """The preamble one module's kernels share: infinity and NaN where NVRTC's built-ins
+    leave them undefined, and the block reductions the kernels use, one a combiner and
+    accumulator type (a warp's lanes by ``__shfl_down_sync``, then warp 0 over the warps'
+    results; every thread gets the block's result)::
+
+        __device__ double tg_block_add_double(double v, double *red) {
+          const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+          for (int d = 16; d > 0; d /= 2) {
+            const double x = __shfl_down_sync(0xffffffffu, v, d);
+            v = v + x;
+          }
+          ...
+    """
+    lang = lang or CUDA()
+    used = {}
+    for k in kernels:
+        for op in k.body:
+            if isinstance(op, Reduce) and op.acc_dtype in lang.types:
+                used.setdefault((op.combiner.ufunc, lang.ctype(op.acc_dtype)), op)
+    lines = ["#ifndef INFINITY", "#define INFINITY __int_as_float(0x7f800000)", "#endif",
+             "#ifndef NAN", "#define NAN __int_as_float(0x7fffffff)", "#endif", ""]
+    for (ufunc, t), op in sorted(used.items()):
+        ident = lang.literal(op.combiner.identity(op.dtype), op.acc_dtype)
+        step = op.combiner.c.format(acc="v", x="x")
+        lines += [
+            f"// the block's {ufunc} of every thread's v, which every thread gets",
+            f"__device__ {t} tg_block_{ufunc}_{t}({t} v, {t} *red) {{",
+            f"  const int lane = threadIdx.x % {WARP}, warp = threadIdx.x / {WARP};",
+            f"  for (int d = {WARP // 2}; d > 0; d /= 2) {{",
+            f"    const {t} x = __shfl_down_sync(0xffffffffu, v, d);",
+            f"    v = {step};",
+            "  }",
+            "  if (lane == 0) red[warp] = v;",
+            "  __syncthreads();",
+            "  if (warp == 0) {",
+            f"    v = lane < blockDim.x / {WARP} ? red[lane] : {ident};",
+            f"    for (int d = {WARP // 2}; d > 0; d /= 2) {{",
+            f"      const {t} x = __shfl_down_sync(0xffffffffu, v, d);",
+            f"      v = {step};",
+            "    }",
+            f"    if (lane == 0) red[{WARP}] = v;",
+            "  }",
+            "  __syncthreads();",
+            f"  return red[{WARP}];",
+            "}", ""]
+    return "\n".join(lines)
+
+
+__all__ = ["CUDA", "Launch", "Unsupported", "declarations", "THREADS", "MAX_BLOCKS"]

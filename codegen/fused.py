@@ -110,7 +110,8 @@ def emit_kernel(em, kernel, namer, site_comment):
     The entry ``kernel.name(inputs..., outputs..., ws)`` returns the partial results; a
     chunked kernel's entry hands ``<name>_chunk`` to ``run_chunks``."""
     group = kernel.group
-    chunks = plan_chunks(group.domain)
+    # chunks keep a CPU's caches warm; on a GPU the kernel runs once over the whole domain
+    chunks = plan_chunks(group.domain) if em.device == "cpu" else None
     loop = kernel.body
     partials = {op.name for op in kernel.partials}
     outputs = {op.name for op in kernel.outputs}

@@ -46,6 +46,7 @@ class Emitter:
         self.kernel_ir = []         # their kernel IR (kernel.Kernel), for the other tiers
         self.workspaces = {}        # module global -> (kernel scratch, slots), see support
         self.symbols = {}           # size symbol -> its value in the trace (the probes use it)
+        self.device = "cpu"         # "cuda": the module's np is CuPy (a CUDA variant)
         self._ids = {}
 
     def global_for(self, obj, prefix):
@@ -250,19 +251,21 @@ def _check_guards(body, namer, guards):
         body.append((None, py.stmt(f"if {test}:\n    raise GuardFailure({index})")))
 
 
-def workspace_source(kernels, slots, sizes=()):
+def workspace_source(kernels, slots, sizes=(), on_device=False):
     """Source of the ``Workspace(...)`` holding these kernels' scratch and these slots; with
-    ``sizes`` (symbols), a workspace whose buffers are made per size (pooled by size)."""
+    ``sizes`` (symbols), a workspace whose buffers are made per size (pooled by size);
+    ``on_device``: its buffers are the module's ``np`` arrays (CuPy's in a CUDA variant)."""
     def specs(items):
         return "[" + ", ".join(f"({shape!r}, np.{np.dtype(dt).name})" for shape, dt in items) + "]"
     k = "{" + ", ".join(f"{name!r}: ({copies}, {specs(items)})"
                         for name, (copies, items) in kernels.items()) + "}"
     s = "{" + ", ".join(f"{name!r}: ({shape!r}, np.{np.dtype(dt).name})"
                         for name, (shape, dt) in slots.items()) + "}"
+    xp = ", xp=np" if on_device else ""
     if sizes:
-        return f"Workspace(sized=lambda {', '.join(sizes)}: ({k}, {s}))"
+        return f"Workspace(sized=lambda {', '.join(sizes)}: ({k}, {s}){xp})"
     parts = ([f"kernels={k}"] if kernels else []) + ([f"slots={s}"] if slots else [])
-    return f"Workspace({', '.join(parts)})"
+    return f"Workspace({', '.join(parts)}{xp})"
 
 
 def size_sources(graph, namer):

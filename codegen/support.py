@@ -42,10 +42,12 @@ class Workspace:
     allocate nor page-fault fresh memory per call. ``kernels``: kernel name -> (copies,
     [(shape, dtype), ...]), one copy per thread; ``slots``: name -> (shape, dtype), arrays
     that carry a value from one group to a later one. ``take`` hands out a set not in use
-    (a call running in another thread gets a set of its own); ``give`` returns it."""
+    (a call running in another thread gets a set of its own); ``give`` returns it. ``xp``:
+    the array module the buffers are made by (CuPy for a CUDA variant), NumPy if None."""
 
-    def __init__(self, kernels=None, slots=None, sized=None):
+    def __init__(self, kernels=None, slots=None, sized=None, xp=None):
         self.kernels, self.slots = kernels or {}, slots or {}
+        self.xp = xp or np
         self._free = []
         # a dynamic shape: ``sized(*sizes)`` gives (kernels, slots) for the call's sizes, and
         # buffer sets are pooled per sizes (the last few sizes seen)
@@ -53,14 +55,15 @@ class Workspace:
 
     def take(self, sizes=None):
         if sizes is None:
-            return self._free.pop() if self._free else _Buffers(self.kernels, self.slots)
+            return self._free.pop() if self._free else _Buffers(self.kernels, self.slots,
+                                                                self.xp)
         pool = self._by_size.pop(sizes, None)
         if pool is None:
             pool = []
         self._by_size[sizes] = pool         # the most recent size last
         if pool:
             return pool.pop()
-        buffers = _Buffers(*self.sized(*sizes))
+        buffers = _Buffers(*self.sized(*sizes), self.xp)
         buffers.sizes = sizes
         self._kept += buffers.nbytes
         while self._kept > SIZES_BUDGET and len(self._by_size) > 1:
@@ -92,14 +95,14 @@ def _nbytes(shape, dtype):
 
 
 class _Buffers:
-    def __init__(self, kernels, slots):
+    def __init__(self, kernels, slots, xp=np):
         nbytes = 0
         for name, (copies, specs) in kernels.items():
-            sets = [[np.empty(s, d) for s, d in specs] for _ in range(copies)]
+            sets = [[xp.empty(s, d) for s, d in specs] for _ in range(copies)]
             setattr(self, name, sets)
             nbytes += sum(a.nbytes for b in sets for a in b)
         for name, (shape, dtype) in slots.items():
-            setattr(self, name, np.empty(shape, dtype))
+            setattr(self, name, xp.empty(shape, dtype))
             nbytes += getattr(self, name).nbytes
         self.nbytes = nbytes
 

@@ -9,7 +9,6 @@ its random ops draw the forward's numbers again. ``release`` frees the residuals
 ``retain_graph`` raises PyTorch's error), and inputs saved for backward are
 checked against in-place changes as eager saved tensors are.
 """
-import numpy as np
 
 from tracegrad.autograd import grad_mode
 from tracegrad.autograd.graph import FREED_ERROR, Node
@@ -38,7 +37,7 @@ class CompiledFunctionBackward(Node):
             return [None if k is None else outs[k] for k in v.grad_index]
         arrays = run_generated(v.backward, [*self.residuals, *[g._data for g in grads]],
                                v.profile_name, "backward")
-        make, asarray = Tensor._make, np.asarray
+        make, asarray = Tensor._make, v.asarray
         return [None if k is None else make(asarray(arrays[k])) for k in v.grad_index]
 
     def _replaying(self, fn, *args):

@@ -27,7 +27,7 @@ from tracegrad.symbolic import MARKS, ShapeEnv, Specialize
 from tracegrad.trace import Tracer
 from tracegrad.transform import instrument
 
-from . import tiers
+from . import cuda_tier, tiers
 from .events import phase
 from .dynamic import DynamicDims
 from .guards import Draws, free_guards, impure_calls, prepare, stale
@@ -170,6 +170,7 @@ class CompiledFunction:
             self.stats["retrace_reasons"].append(reason)
             _log_recompile(self._label, reason)
         start = time.perf_counter()
+        cuda_tier.check(self.backend, tensors, self._label)
         names = [self._readable(p) for p in paths]
         while True:
             dynamic = self._sizes.dims(tensors)
@@ -388,15 +389,28 @@ class KernelList(list):
 
     def __str__(self):
         v = self.variant
-        return "\n".join(f"{k}\n  tier: {'c' if k.name in v.c_kernels else 'numpy'}"
-                         + (f" ({v.c_skipped[k.name]})" if k.name in v.c_skipped else "")
+        skipped = v.cuda_skipped if v.device == "cuda" else v.c_skipped
+        return "\n".join(f"{k}\n  tier: {_tier_of(v, k.name)}"
+                         + (f" ({skipped[k.name]})" if k.name in skipped else "")
                          for k in self)
 
     __repr__ = __str__
 
 
+def _tier_of(v, name):
+    if name in v.cuda_kernels:
+        return "cuda"
+    if v.device == "cuda":
+        return "numpy (CuPy's calls)"
+    return "c" if name in v.c_kernels else "numpy"
+
+
 def _tier_words(v, backend):
     n = len(v.kernel_ir)
+    if v.device == "cuda":
+        kept = len(v.cuda_kernels)
+        return (f"{kept} of {n} on the CUDA tier" + (f", {n - kept} as CuPy calls"
+                                                      if kept < n else ""))
     if v.tier == "c":
         kept = len(v.c_kernels)
         return (f"{kept} of {n} on the C tier (built in {v.c_seconds:.2f} s)"

@@ -1,4 +1,5 @@
-"""Tiers of a variant: NumPy kernels at once, C kernels when their build is ready.
+"""Tiers of a variant: NumPy kernels at once, C kernels when their build is ready,
+CUDA kernels for a variant whose tensors are on a GPU (``cuda_tier``).
 
 A variant's fused groups first run as NumPy kernels (the module's ``<name>`` globals).
 ``start(variant, backend)`` renders the kernels the C language takes into one C
@@ -6,7 +7,10 @@ source, builds it (``codegen.build``: the system compiler, the on-disk cache) an
 rebinds each of those globals to its ``CKernel``: the driver looks them up at each
 call, so the next call runs C. With ``backend="auto"`` the build runs on a background
 thread; with ``"c"`` the call waits for it. A missing compiler or a failed build leaves
-the NumPy tier running, after one warning that names the cause.
+the NumPy tier running, after one warning that names the cause. A variant on a GPU
+gets its CUDA kernels at once with "auto" and "cuda" (its driver runs CuPy's calls with
+"numpy", and the C tier never takes GPU arrays); ``backend="cuda"`` on the CPU is an
+error (``cuda_tier.check``), never a silent NumPy run.
 """
 import os
 import threading
@@ -19,6 +23,8 @@ from tracegrad.codegen import build, cstyle
 from tracegrad.codegen.numpy import site_comment
 from tracegrad.codegen.kernel import kernel_symbols
 from tracegrad.codegen.support import CKernel
+
+from . import cuda_tier
 
 BACKENDS = ("auto", "numpy", "c", "cuda")
 _warned = set()
@@ -38,6 +44,13 @@ def start(variant, backend):
     """Begin the C tier of ``variant`` as ``backend`` says (see the module docstring).
     With "auto", a library the disk cache already holds is loaded at once, so a warm
     cache runs C from the first call."""
+    if variant.device == "cuda":
+        if backend in ("auto", "cuda") and variant.kernel_ir:
+            cuda_tier.start(variant, strict=backend == "cuda")
+        return
+    if backend == "cuda":       # only captured tensors, all on the CPU
+        raise RuntimeError(f"compile(backend='cuda'): {variant.title} reads no tensor on a "
+                           "GPU; move its tensors with .cuda(), or compile with backend='auto'")
     if backend not in ("auto", "c") or not variant.kernel_ir:
         return
     if backend == "c":

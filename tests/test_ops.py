@@ -13,14 +13,20 @@ import tracegrad as tg
 from tracegrad.autograd import gradcheck, gradgradcheck
 from tracegrad.ops import PRIMITIVES
 
+from conftest import TEST_DEVICE
+from op_device import lib_on
 from op_table import DTYPE_CASES, DTYPE_ERRORS, TABLE, _gelu
+
+LIB = lib_on(TEST_DEVICE)     # the entries' ``lib``: tracegrad (on a GPU, creating there)
+_ON_DEVICE = pytest.mark.skipif(TEST_DEVICE != "cpu" and not tg.cuda.is_available(),
+                                reason=f"TRACEGRAD_TEST_DEVICE={TEST_DEVICE}, but no GPU is "
+                                       f"usable (CuPy and an NVIDIA GPU)")
 
 
 def _params(test, keep=lambda e: True):
     """The table's entries as parameters of ``test``, with the entry's known failures."""
-    return [pytest.param(e, id=e.name, marks=[pytest.mark.xfail(reason=e.xfail[test],
-                                                                 strict=True)]
-                         if test in e.xfail else [])
+    return [pytest.param(e, id=e.name, marks=[_ON_DEVICE] + ([pytest.mark.xfail(
+                reason=e.xfail[test], strict=True)] if test in e.xfail else []))
             for e in TABLE if keep(e)]
 
 
@@ -50,7 +56,7 @@ def _dtype_name(d):
 
 
 def _tg_inputs(arrays, requires_grad=False):
-    return [tg.tensor(a, requires_grad=requires_grad) for a in arrays]
+    return [tg.tensor(a, requires_grad=requires_grad, device=TEST_DEVICE) for a in arrays]
 
 
 def _close(got, want, rtol, atol, what=""):
@@ -99,9 +105,10 @@ def test_table_ids_are_unique():
 def test_entry_exercises_its_primitives(entry):
     """The primitives an entry claims appear in its forward or (create_graph) backward graph."""
     xs = _tg_inputs(entry.sample(), requires_grad=True)
-    outs = [o for o in _outputs(entry.fn(tg, *xs)) if o.requires_grad]
+    outs = [o for o in _outputs(entry.fn(LIB, *xs)) if o.requires_grad]
     used = _graph_prims(outs)
-    gos = [tg.tensor(np.ones(o.shape), dtype=o.dtype, requires_grad=True) for o in outs]
+    gos = [tg.tensor(np.ones(o.shape), dtype=o.dtype, device=o.device, requires_grad=True)
+           for o in outs]
     grads = tg.autograd.grad(outs, xs, gos, create_graph=True, allow_unused=True)
     used |= _graph_prims([g for g in grads if g is not None and g.requires_grad])
     assert set(entry.prims) <= used, f"claimed {sorted(entry.prims)}, graph has {sorted(used)}"
@@ -114,7 +121,7 @@ def test_entry_exercises_its_primitives(entry):
 def test_forward_matches_numpy(entry, dtype):
     arrays = [a.astype(dtype) for a in entry.sample()]
     xs = _tg_inputs(arrays)
-    got = _outputs(entry.fn(tg, *xs))
+    got = _outputs(entry.fn(LIB, *xs))
     want = _outputs(entry.ref(*[a.astype(np.float64) for a in arrays]))
     assert len(got) == len(want)
     rtol = 1e-10 if dtype == np.float64 else entry.rtol
@@ -135,14 +142,14 @@ def test_forward_matches_numpy(entry, dtype):
 @pytest.mark.parametrize("entry", _params("gradcheck", _grad))
 def test_gradcheck(entry):
     xs = _tg_inputs(entry.sample(), requires_grad=True)
-    assert gradcheck(lambda *a: entry.fn(tg, *a), xs, **entry.gc)
+    assert gradcheck(lambda *a: entry.fn(LIB, *a), xs, **entry.gc)
 
 
 @pytest.mark.parametrize("entry", _params("gradgradcheck", _gradgrad))
 def test_gradgradcheck(entry):
     tg.manual_seed(0)
     xs = _tg_inputs(entry.sample(), requires_grad=True)
-    assert gradgradcheck(lambda *a: entry.fn(tg, *a), xs, **entry.gc)
+    assert gradgradcheck(lambda *a: entry.fn(LIB, *a), xs, **entry.gc)
 
 
 # against PyTorch ------------------------------------------------------------------------------
@@ -151,7 +158,7 @@ def _run_both(torch, fn, arrays, requires_grad):
     """``fn`` on the same inputs in PyTorch and in tracegrad: (inputs, outputs) for each."""
     t_in = [torch.tensor(a, requires_grad=requires_grad) for a in arrays]
     g_in = _tg_inputs(arrays, requires_grad)
-    return t_in, _outputs(fn(torch, *t_in)), g_in, _outputs(fn(tg, *g_in))
+    return t_in, _outputs(fn(torch, *t_in)), g_in, _outputs(fn(LIB, *g_in))
 
 
 @pytest.mark.parametrize("entry", _params("torch"))
@@ -175,7 +182,7 @@ def test_against_torch(entry):
         if t.requires_grad:
             w = rng.standard_normal(t.shape)
             t_loss = t_loss + (t * torch.tensor(w, dtype=t.dtype)).sum()
-            g_loss = g_loss + (g * tg.tensor(w, dtype=g.dtype)).sum()
+            g_loss = g_loss + (g * tg.tensor(w, dtype=g.dtype, device=g.device)).sum()
     t_loss.backward()
     g_loss.backward()
     for i, (t, g) in enumerate(zip(t_in, g_in)):
@@ -273,9 +280,10 @@ def _derivatives(lib, fn, xs):
 def _compare_derivatives(fn, values, rtol, atol):
     torch = pytest.importorskip("torch")
     t_in = [torch.tensor(v, dtype=torch.float64, requires_grad=True) for v in values]
-    g_in = [tg.tensor(v, dtype=tg.float64, requires_grad=True) for v in values]
+    g_in = [tg.tensor(v, dtype=tg.float64, requires_grad=True, device=TEST_DEVICE)
+            for v in values]
     with np.errstate(all="ignore"):
-        g_out, g_1, g_2 = _derivatives(tg, fn, g_in)
+        g_out, g_1, g_2 = _derivatives(LIB, fn, g_in)
     t_out, t_1, t_2 = _derivatives(torch, fn, t_in)
     assert len(g_out) == len(t_out)
     for k, (g, t) in enumerate(zip(g_out, t_out)):
@@ -294,7 +302,8 @@ def test_second_order_against_torch(entry):
     _compare_derivatives(entry.fn, entry.sample(), 1e-9, 1e-11)
 
 
-@pytest.mark.parametrize("fn,values", [pytest.param(f, v, id=i) for i, f, v in KINKS])
+@pytest.mark.parametrize("fn,values", [pytest.param(f, v, id=i, marks=_ON_DEVICE)
+                                       for i, f, v in KINKS])
 def test_kink_matches_torch(fn, values):
     _compare_derivatives(fn, values, 1e-12, 1e-14)
 

@@ -1,6 +1,8 @@
 """The C-like renderers: every elementwise primitive's one C expression, as the C and the
 CUDA languages render it, compiles (gcc; nvcc where installed, no GPU needed); the CUDA
-walk's text is pinned, and the CUDA kernels of fused programs compile."""
+walk's text is pinned, and the CUDA kernels of fused programs (their reductions and
+combine kernels included) compile to machine code. ``test_cuda_codegen`` pins more CUDA
+text, compiles every kernel the tests lower, and runs kernels on an emulation."""
 import shutil
 import subprocess
 import textwrap
@@ -89,7 +91,7 @@ def test_cuda_text_is_pinned():
     line = f.__code__.co_firstlineno
     src = cuda.CUDA().render_kernel(k, lambda s: s.rsplit("/", 1)[-1])
     assert src == textwrap.dedent(f"""\
-        // fused0: mul sigmoid sub; one pass over [4,3]
+        // fused0: mul sigmoid sub; one pass over [4,3], one thread an element
         extern "C" __global__ void forward_fused0(const float *__restrict__ x_, const float *__restrict__ b_, float *__restrict__ out_) {{
           for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < 12; e += gridDim.x * (long long)blockDim.x) {{
             const long long o = e / 3, j = e % 3;
@@ -111,21 +113,18 @@ def test_cuda_kernels_of_fused_programs_compile_with_nvcc(tmp_path):
 
     def mixed(x, y):
         return tg.relu(x - y) + tg.where(x > 0, x, y * 3) + tg.erf(x) * tg.clamp(y, -1, 1)
-    lang, parts = cuda.CUDA(), ["#include <math.h>\n"]
+    lang, parts, kernels = cuda.CUDA(), [], []
     for fn in (chain, mixed):
         for dt in (tg.float32, tg.float64):
             x = tg.randn(5, 3, dtype=dt, requires_grad=True)
             y = tg.randn(3, dtype=dt, requires_grad=True)
-            for k in _kernels(fn, x, y):
-                try:
-                    src = lang.render_kernel(k)
-                except cstyle.Unsupported:     # reductions (y's gradient): not yet on CUDA
-                    continue
-                parts.append(src.replace(f"void {k.name}(", f"void {k.name}_{fn.__name__}_"
-                                                              f"{dt.name}("))
-    assert len(parts) > 4
+            for k in _kernels(fn, x, y):       # y's gradient reduces over the rows
+                kernels.append(k)
+                parts.append(lang.render_kernel(k).replace(
+                    f"void {k.name}", f"void {k.name}_{fn.__name__}_{dt.name}"))
+    assert len(parts) >= 8 and any("_combine(" in p for p in parts)
     src = tmp_path / "kernels.cu"
-    src.write_text("\n\n".join(parts))
+    src.write_text(cuda.declarations(kernels) + "\n\n".join(parts))
     res = subprocess.run([NVCC, "-c", str(src), "-o", str(tmp_path / "k.o")],
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-4000:]

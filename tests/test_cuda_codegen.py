@@ -1,0 +1,450 @@
+"""The CUDA tier, checked without a GPU.
+
+- The CUDA text of a few groups is pinned: an elementwise chain, a per-row reduction, a
+  reduction over every element (its combine kernel too) and a kernel of dynamic sizes.
+- Every kernel the tests lowered before this file ran (``cuda_emulation.collect``: the
+  compile tests, the property test's programs) is compiled by nvcc, all in one go.
+- Kernels run on the CPU through ``cuda_emulation/cuda_emu.h`` (a test double of a GPU:
+  one OS thread a CUDA thread): each kernel of a set of programs against the NumPy tier's
+  kernel on the same arrays, through the real launcher (``CudaKernel``); and whole compiled
+  functions, forward and backward, against eager, through the real CUDA tier, with
+  ``EmuRawModule`` in place of ``cupy.RawModule`` and NumPy arrays in place of CuPy's.
+- Without CuPy, ``backend="cuda"`` raises the device's error; tests that need a real GPU
+  skip with the reason.
+"""
+import copy
+import importlib
+import importlib.util
+import shutil
+import subprocess
+import sys
+import textwrap
+import types
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+from tracegrad.codegen import cuda
+from tracegrad.codegen.cuda_launch import CudaKernel, CudaModule
+from tracegrad.runtime import cuda_tier
+from tracegrad.symbolic import substitute
+from tracegrad.tensor import Tensor
+
+from cuda_emulation import collect, emulator
+
+NVCC = shutil.which("nvcc")
+device = importlib.import_module("tracegrad.device")    # the module (tracegrad.device: the class)
+needs_gxx = pytest.mark.skipif(emulator.CXX is None, reason="g++ (C++20) is not installed")
+
+
+def kernels_of(fn, *args, dynamic=None, grad=False):
+    """The compiled function and its kernels (the backward's too with ``grad``)."""
+    c = tg.compile(fn, backend="numpy", dynamic=dynamic)
+    if grad:
+        c(*args).sum().backward()
+    else:
+        with tg.no_grad():
+            c(*args)
+    return c, list(c.kernels)
+
+
+# pinned text -------------------------------------------------------------------------------
+
+def pinned(fn, *args, dynamic=None):
+    _, (k,) = kernels_of(fn, *args, dynamic=dynamic)
+    return cuda.CUDA().render_kernel(k)
+
+
+def test_elementwise_text_is_pinned():
+    def chain(x):
+        return tg.exp(x) * 2 + x
+
+    assert pinned(chain, tg.randn(8)) == textwrap.dedent("""\
+        // fused0: exp mul add; one pass over [8], one thread an element
+        extern "C" __global__ void forward_fused0(const float *__restrict__ x_, float *__restrict__ out_) {
+          for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < 8; j += gridDim.x * (long long)blockDim.x) {
+            const float x = x_[j];
+            const float t0 = exp(x);
+            const float t1 = t0 * 2.0f;
+            const float out = t1 + x;
+            out_[j] = out;
+          }
+        }""")
+
+
+def test_per_row_reduction_text_is_pinned():
+    def normalize(x):
+        e = tg.exp(x)
+        return e / e.sum(dim=1, keepdim=True)
+
+    assert pinned(normalize, tg.randn(4, 8)) == textwrap.dedent("""\
+        // fused0: exp sum div; one pass over [4,8], one block a row
+        extern "C" __global__ void forward_fused0(const float *__restrict__ x_, float *__restrict__ out_) {
+          __shared__ double tg_red_double[33];  // a block reduction's warps, then its result
+          for (long long o = blockIdx.x; o < 4; o += gridDim.x) {
+            const long long n = 8;
+            double t0_acc = 0.0;
+            for (long long j = threadIdx.x; j < n; j += blockDim.x) {
+              const float x = x_[o * 8 + j];
+              const float e_ = exp(x);
+              t0_acc = t0_acc + (double)e_;
+            }
+            const float t0 = (float)tg_block_add_double(t0_acc, tg_red_double);
+            for (long long j = threadIdx.x; j < n; j += blockDim.x) {
+              const float x = x_[o * 8 + j];
+              const float e_ = exp(x);
+              const float out = e_ / t0;
+              out_[o * 8 + j] = out;
+            }
+          }
+        }""")
+
+
+def test_reduction_over_every_element_text_is_pinned():
+    def total(x):
+        return (x * x).sum()
+
+    assert pinned(total, tg.randn(1000, dtype=tg.float64)) == textwrap.dedent("""\
+        // fused0: mul sum; one pass over [1000], one thread an element
+        extern "C" __global__ void forward_fused0(const double *__restrict__ x_, double *__restrict__ out_parts) {
+          __shared__ double tg_red_double[33];  // a block reduction's warps, then its result
+          double out_acc = 0.0;
+          for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < 1000; j += gridDim.x * (long long)blockDim.x) {
+            const double x = x_[j];
+            const double t0 = x * x;
+            out_acc = out_acc + (double)t0;
+          }
+          out_acc = tg_block_add_double(out_acc, tg_red_double);
+          if (threadIdx.x == 0) out_parts[blockIdx.x] = out_acc;
+        }
+
+        // fused0's reductions over the rows: the blocks' parts, combined in block order
+        extern "C" __global__ void forward_fused0_combine(const double *__restrict__ out_parts, double *__restrict__ out_, const long long blocks) {
+          for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < 1; i += gridDim.x * (long long)blockDim.x) {
+            double total = out_parts[i];
+            for (long long b = 1; b < blocks; b++) total = total + out_parts[b * 1 + i];
+            out_[i] = (double)total;
+          }
+        }""")
+
+
+def test_dynamic_sizes_text_is_pinned():
+    def rowsum(x, b):
+        return (x * b).sum(dim=1)
+
+    assert pinned(rowsum, tg.randn(5, 3), tg.randn(3), dynamic=True) == textwrap.dedent("""\
+        // fused0: mul sum; one pass over [s0,s1], one block a row
+        extern "C" __global__ void forward_fused0(const float *__restrict__ x_, const float *__restrict__ b_, float *__restrict__ out_, const long long s0, const long long s1) {
+          __shared__ double tg_red_double[33];  // a block reduction's warps, then its result
+          for (long long o = blockIdx.x; o < s0; o += gridDim.x) {
+            const long long n = s1;
+            double out_acc = 0.0;
+            for (long long j = threadIdx.x; j < n; j += blockDim.x) {
+              const float x = x_[o * s1 + j];
+              const float b = b_[j];
+              const float t0 = x * b;
+              out_acc = out_acc + (double)t0;
+            }
+            const float out = (float)tg_block_add_double(out_acc, tg_red_double);
+            if (threadIdx.x == 0) out_[o * 1] = out;
+          }
+        }""")
+
+
+def test_launch_says_how_a_kernel_runs():
+    _, (k,) = kernels_of(lambda x: (x * 2).sum(dim=0), tg.randn(3000, 5))
+    _, launch = cuda.CUDA().render(k)
+    assert (launch.kind, launch.combine) == ("rows", "forward_fused0_combine")
+    assert (launch.grid({}), launch.block({}), launch.counts({})) == (cuda.MAX_BLOCKS, 32, [5])
+    _, (k,) = kernels_of(lambda x: (x * 2).sum(dim=1), tg.randn(4, 3000), dynamic=True)
+    _, launch = cuda.CUDA().render(k)
+    assert (launch.kind, launch.combine, launch.symbols) == ("rows", None, ("s0", "s1"))
+    assert (launch.grid({"s0": 7, "s1": 40}), launch.block({"s0": 7, "s1": 40})) == (7, 64)
+
+
+# nvcc ----------------------------------------------------------------------------------------
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+def test_every_collected_kernel_compiles_with_nvcc(tmp_path):
+    """Every kernel lowered so far in this session, CUDA-rendered, compiled by nvcc at once:
+    front end and NVVM to PTX for sm_90 (``-Xcicc -O0`` keeps 3000 kernels to seconds;
+    ``test_renderers`` builds machine code for a smaller set). Run alone, the kernels of
+    this file's programs are the set."""
+    if len(collect.sources) < 20:
+        for name in PROGRAMS:
+            for dt in (tg.float32, tg.float64):
+                program_kernels(name, dt)
+    assert not collect.errors, "the CUDA renderer failed on:\n" + "\n".join(
+        f"{ir}\n{tb}" for ir, tb in collect.errors[:3])
+    src = tmp_path / "collected.cu"
+    src.write_text(collect.translation_unit())
+    res = subprocess.run([NVCC, "-arch=sm_90", "--ptx", "-Xcicc", "-O0", str(src),
+                          "-o", str(tmp_path / "collected.ptx")],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-6000:]
+    assert len(collect.sources) >= 20
+
+
+# kernels on the emulation, against the NumPy tier ----------------------------------------
+
+def _chain(x, y):
+    return tg.exp(tg.tanh(x * y + 1) - y) * 0.5 + x ** 2
+
+
+def _softmax(x):
+    return tg.softmax(x, dim=1) * x
+
+
+def _total(x):
+    return (tg.tanh(x) ** 2).sum()
+
+
+def _colsum(x, b):
+    return (x * b + 1).sum(dim=0)
+
+
+def _rowmax_sum(x):
+    return x.amax(dim=1).sum()
+
+
+def _centered(x):
+    return ((x - x.mean(dim=1, keepdim=True)) ** 2).sum()
+
+
+def _rowsum(x, b):
+    return (x * b).sum(dim=1)
+
+
+# name -> (function, argument shapes, dynamic)
+PROGRAMS = {"elementwise": (_chain, [(5, 3), (3,)], None),
+            "softmax": (_softmax, [(37, 50)], None),
+            "total": (_total, [(3000,)], None),
+            "colsum": (_colsum, [(40, 7), (7,)], None),
+            "rowmax_sum": (_rowmax_sum, [(20, 9)], None),
+            "centered": (_centered, [(6, 70)], None),
+            "dynamic": (_rowsum, [(9, 70), (70,)], True)}
+
+
+def program_kernels(name, dt):
+    """``[(kernel, variant)]`` of program ``name`` in dtype ``dt``, forward and backward."""
+    fn, shapes, dynamic = PROGRAMS[name]
+    rng = np.random.default_rng(0)
+    args = [tg.tensor(rng.uniform(0.5, 1.5, s), dtype=dt, requires_grad=True) for s in shapes]
+    c, kernels = kernels_of(fn, *args, dynamic=dynamic, grad=True)
+    return [(k, c._last) for k in kernels]
+
+
+@pytest.fixture(scope="module")
+def emulated():
+    """Every program's kernels in one module built for the emulation:
+    ``{program: [(kernel, variant, launch)]}`` and the ``CudaModule``."""
+    lang, cases, parts, kernels = cuda.CUDA(), {}, [], []
+    for name in PROGRAMS:
+        for dt in (tg.float32, tg.float64):
+            for k, v in program_kernels(name, dt):
+                renamed = copy.copy(k)
+                renamed.name = f"{name}_{dt.name}_{k.name}"
+                src, launch = lang.render(renamed)
+                parts.append(src)
+                kernels.append(k)
+                cases.setdefault(name, []).append((k, v, launch))
+    source = cuda.declarations(kernels) + "\n" + "\n\n".join(parts)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(device, "cupy", emulator.fake_cupy)
+        module = CudaModule(source)
+    return cases, module
+
+
+def _sizes(v):
+    return {str(size): int(size) for _, _, size in v.sizes.sym_dims} if v.sizes else {}
+
+
+def _run_both(k, v, launch, module):
+    """The kernel's outputs and results by the NumPy tier and by the emulated CUDA tier."""
+    sizes = _sizes(v)
+    rng = np.random.default_rng(1)
+    ins = [rng.uniform(0.5, 1.5, substitute(i.value.shape, sizes)).astype(i.dtype.np)
+           for i in k.inputs]
+    results = []
+    for run in ("numpy", "cuda"):
+        outs = [np.full(substitute(op.value.shape, sizes), np.nan, op.dtype.np)
+                for op in k.outputs]
+        workspace = v.namespace[f"_{k.name.split('_')[0]}_workspace"]
+        ws = workspace.take(tuple(sizes.values()) if sizes else None)
+        if run == "numpy":
+            parts = v.namespace[k.name](*ins, *outs, ws)
+        else:
+            dts = [i.dtype.np for i in k.inputs] + [op.dtype.np for op in k.outputs]
+            partials = [(op.value.shape, np.dtype(op.dtype.np)) for op in k.partials]
+            parts = CudaKernel(module, launch, dts, partials, len(k.inputs))(*ins, *outs, ws)
+        workspace.give(ws)
+        results.append([np.asarray(a) for a in list(outs) + list(parts)])
+    return results
+
+
+@needs_gxx
+@pytest.mark.parametrize("max_blocks", [cuda.MAX_BLOCKS, 3])
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_emulated_kernels_match_the_numpy_tier(emulated, name, max_blocks, monkeypatch):
+    """Each kernel of the program, float32 and float64, forward and backward; with 3 blocks
+    at most, every block strides over several rows or elements and combines its parts."""
+    monkeypatch.setattr(cuda, "MAX_BLOCKS", max_blocks)
+    cases, module = emulated
+    for k, v, launch in cases[name]:
+        want, got = _run_both(k, v, launch, module)
+        rtol = 1e-5 if k.inputs[0].dtype is tg.float32 else 1e-12
+        for w, g, what in zip(want, got, [op.name for op in k.outputs + k.partials]):
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol,
+                                       err_msg=f"{name}: {k.name}'s {what}\n{k}")
+    kinds = {launch.kind for _, _, launch in cases[name]}
+    assert kinds <= {"elements", "rows"}
+
+
+# whole compiled functions on the emulated tier -----------------------------------------------
+
+class DeviceArray(np.ndarray):
+    """NumPy memory that the tier takes for a GPU's (a test double of a CuPy array)."""
+
+    @property
+    def device(self):
+        return types.SimpleNamespace(id=0)
+
+
+@pytest.fixture
+def emulated_gpu(monkeypatch):
+    """CuPy as ``emulator.fake_cupy()``, and ``DeviceArray`` data as on a GPU."""
+    fake = emulator.fake_cupy()
+    monkeypatch.setitem(sys.modules, "cupy", fake)     # the driver's ``import cupy as np``
+    monkeypatch.setattr(device, "cupy", lambda: fake)
+    monkeypatch.setattr(cuda_tier, "on_gpu", lambda a: isinstance(a, DeviceArray))
+    return fake
+
+
+def on_gpu(t):
+    """``t``'s copy whose data is a ``DeviceArray`` (as ``t.cuda()`` would be)."""
+    d = Tensor._make(np.array(t._data).view(DeviceArray))
+    return d.requires_grad_(t.requires_grad)
+
+
+def _mlp(x, w, b):
+    h = tg.tanh(x @ w + b)
+    return (tg.softmax(h, dim=1) * h).sum()
+
+
+def _mlp_args(n, dt=tg.float32, seed=0):
+    rng = np.random.default_rng(seed)
+    return [tg.tensor(rng.standard_normal(s), dtype=dt, requires_grad=rg)
+            for s, rg in (((n, 5), False), ((5, 4), True), ((4,), True))]
+
+
+def _check_against_eager(c, fn, args, rtol):
+    dev = [on_gpu(a) for a in args]
+    got = c(*dev)
+    got.backward()
+    want = fn(*args)
+    want.backward()
+    np.testing.assert_allclose(np.asarray(got._data), want.detach().numpy(), rtol=rtol)
+    for d, a in zip(dev, args):
+        if a.requires_grad:
+            np.testing.assert_allclose(np.asarray(d.grad._data), a.grad.numpy(), rtol=rtol,
+                                       atol=rtol)
+
+
+@needs_gxx
+@pytest.mark.parametrize("dt", [tg.float32, tg.float64])
+def test_compiled_function_runs_on_the_emulated_cuda_tier(emulated_gpu, dt, tmp_path,
+                                                          monkeypatch):
+    monkeypatch.setenv("TRACEGRAD_DUMP", str(tmp_path))
+    c = tg.compile(_mlp, backend="cuda")
+    rtol = 1e-5 if dt is tg.float32 else 1e-12
+    for seed in (0, 1):        # the second call is a cache hit
+        _check_against_eager(c, _mlp, _mlp_args(6, dt, seed), rtol)
+    assert c.stats["compiles"] == 1 and c.stats["cache_hits"] == 1
+    v = c._last
+    assert (v.device, v.tier) == ("cuda", "cuda")
+    assert v.cuda_kernels == [k.name for k in v.kernel_ir]
+    assert "import cupy as np" in c.code and "// ---- the CUDA tier ----" in c.code
+    assert 'extern "C" __global__ void backward_fused0_combine(' in c.code
+    assert (tmp_path / f"{v.label}.cu").read_text() == v.cuda_source
+    module = emulator.EmuRawModule.modules[-1]
+    assert module.code == v.cuda_source
+    launched = {name for name, k in module.functions.items() if k.launches}
+    assert {"forward_fused0", "forward_fused0_combine", "backward_fused0",
+            "backward_fused0_combine"} <= launched
+    assert "on the CUDA tier" in c.explain() and "tier: cuda" in str(c.kernels)
+
+
+@needs_gxx
+def test_dynamic_sizes_on_the_emulated_cuda_tier(emulated_gpu):
+    c = tg.compile(_mlp, backend="cuda", dynamic=True)
+    for n in (6, 9, 13):
+        _check_against_eager(c, _mlp, _mlp_args(n), 1e-5)
+    assert c.stats["compiles"] <= 2 and "s0" in c._last.cuda_source
+
+
+@needs_gxx
+def test_cpu_and_cuda_variants_of_one_function_coexist(emulated_gpu):
+    c = tg.compile(_mlp, backend="auto")       # each variant on its tensors' device
+    cpu, gpu = _mlp_args(6), _mlp_args(6)
+    out_cpu = c(*cpu)
+    v_cpu = c._last
+    _check_against_eager(c, _mlp, gpu, 1e-5)
+    v_gpu = c._last
+    assert c(*cpu).item() == out_cpu.item() and c._last is v_cpu
+    assert (v_cpu.device, v_gpu.device, v_gpu.tier) == ("cpu", "cuda", "cuda")
+    assert v_cpu.signature != v_gpu.signature and c.stats["compiles"] == 2
+    assert "import numpy as np" in v_cpu.code and v_cpu.cuda_source is None
+
+
+# errors --------------------------------------------------------------------------------------
+
+def test_cuda_backend_without_cupy_raises_the_device_error():
+    if importlib.util.find_spec("cupy") is not None:
+        pytest.skip("CuPy is installed")
+    c = tg.compile(lambda x: x * 2, backend="cuda")
+    with pytest.raises(RuntimeError, match=r"compile\(backend='cuda'\).*CuPy is not installed"):
+        c(tg.ones(3))
+
+
+def test_cuda_backend_with_cpu_tensors_raises(emulated_gpu):
+    c = tg.compile(lambda x, y: x * y, backend="cuda")
+    with pytest.raises(RuntimeError, match=r"compile\(backend='cuda'\).*tensors on the CPU "
+                                           r"\(tensor argument\(s\) 0, 1 of 2\)"):
+        c(tg.ones(3), tg.ones(3))
+
+
+# a real GPU ----------------------------------------------------------------------------------
+
+@pytest.fixture
+def gpu():
+    pytest.importorskip("cupy", reason="the CUDA tier's runtime needs CuPy")
+    if not device.is_available():
+        pytest.skip("CuPy is installed but no GPU is available")
+    return device.cupy()
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_compiled_matches_eager_on_a_gpu(gpu, dynamic):
+    c = tg.compile(_mlp, backend="cuda", dynamic=dynamic)
+    for n in (6, 9):
+        args = _mlp_args(n)
+        dev = [a.detach().cuda().requires_grad_(a.requires_grad) for a in args]
+        got = c(*dev)
+        got.backward()
+        want = _mlp(*args)
+        want.backward()
+        np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5)
+        for d, a in zip(dev[1:], args[1:]):
+            np.testing.assert_allclose(d.grad.cpu().numpy(), a.grad.numpy(), rtol=1e-5,
+                                       atol=1e-6)
+    assert c._last.tier == "cuda" and "__global__" in c.code
+
+
+def test_cpu_and_gpu_variants_coexist_on_a_gpu(gpu):
+    c = tg.compile(_mlp, backend="auto")
+    args = _mlp_args(6)
+    want = c(*args).item()
+    dev = [a.detach().cuda() for a in args]
+    assert abs(c(*dev).item() - want) < 1e-5
+    assert {v.device for v in c._variants} == {"cpu", "cuda"}
