@@ -358,10 +358,11 @@ class _Writer:
             self.value(op)
             self.done.add(op.name)
             if op in self.k.outputs:
-                self.emit(f"{self.c(op.name)}_[{self.base[op.name]}] = {self.c(op.name)};")
+                self.emit(f"{self.row_store}{self.c(op.name)}_[{self.base[op.name]}] = "
+                          f"{self.c(op.name)};")
             for p in self.k.partials:
                 if p.args[0] == op.name:
-                    self.accumulate_into_part(p, self.c(op.name))
+                    self.accumulate_into_part(p, self.c(op.name), store=self.row_store)
 
     def inner_loop(self, ops, q):
         """Loop ``q`` over the inner axis: accumulates the reductions of phase ``q`` and
@@ -483,10 +484,14 @@ class _Writer:
     def combine_expr(self, r, acc, x):
         return r.combiner.c.format(acc=acc, x=x)
 
-    def accumulate_into_part(self, p, value, raw=False):
+    # what a per-row value's store starts with: CUDA computes it in every thread of the
+    # row's block, and one thread stores it
+    row_store = ""
+
+    def accumulate_into_part(self, p, value, raw=False, store=""):
         slot = f"{self.c(p.name)}_part[{self.base[p.name]}]"
         x = value if raw else self.cast_expr(value, p.acc_dtype)
-        self.emit(f"{slot} = {self.combine_expr(p, slot, x)};")
+        self.emit(f"{store}{slot} = {self.combine_expr(p, slot, x)};")
 
     def cast_expr(self, expr, dtype):
         return f"({self.lang.ctype(dtype)}){expr}"

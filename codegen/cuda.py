@@ -233,24 +233,7 @@ class _CudaWriter(_Writer):
             self.emit(f"{acc} = {self.block_reduce(p, acc)};")
             self.emit(f"if (threadIdx.x == 0) {slot} = {self.combine_expr(p, slot, acc)};")
 
-    def row_values(self, ops, q):
-        """Per-row values, computed by every thread of the row's block; thread 0 writes
-        them and adds them to the partials."""
-        for op in self.k.body:
-            if self.level[op.name] != "row" or op.name in self.done or self.phase[op.name] > q:
-                continue
-            if isinstance(op, Reduce):
-                continue            # finished by the loop that accumulates it
-            self.value(op)
-            self.done.add(op.name)
-            if op in self.k.outputs:
-                self.emit(f"if (threadIdx.x == 0) "
-                          f"{self.c(op.name)}_[{self.base[op.name]}] = {self.c(op.name)};")
-            for p in self.k.partials:
-                if p.args[0] == op.name:
-                    slot = f"{self.c(p.name)}_part[{self.base[p.name]}]"
-                    x = self.cast_expr(self.c(op.name), p.acc_dtype)
-                    self.emit(f"if (threadIdx.x == 0) {slot} = {self.combine_expr(p, slot, x)};")
+    row_store = "if (threadIdx.x == 0) "    # every thread has the row's value; one stores it
 
     def inner_loop(self, ops, q):
         """Loop ``q`` along the row: its threads accumulate the reductions of phase ``q``
