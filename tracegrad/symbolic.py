@@ -27,9 +27,15 @@ sizes (``runtime/compiled.py``).
 Outside a trace (the passes, codegen) ``==`` compares expressions: ``s0 == s1`` is
 False, whatever the hints; orderings use the hints, which only steer heuristics
 (whether to run in chunks, on threads).
+
+This module holds ``SymInt``, the trace's ``ShapeEnv`` and the helpers over sizes; the
+expressions are ``symbolic_expr``'s and the user's marks ``symbolic_marks``'s, both
+importable from here as well.
 """
-import math
 import threading
+
+from .symbolic_expr import _OPS, ATOMS, Poly, _decide, base_symbols  # noqa: F401 - re-exported
+from .symbolic_marks import MARKS, mark_dynamic, mark_static, marks_of  # noqa: F401 - re-exported
 
 __all__ = ["SymInt", "Poly", "ShapeEnv", "Specialize", "symbols_in", "substitute", "concrete",
            "slice_length", "mark_dynamic", "mark_static", "ATOMS"]
@@ -42,171 +48,6 @@ class Specialize(BaseException):
     def __init__(self, symbols, why):
         super().__init__(why)
         self.symbols, self.why = frozenset(symbols), why
-
-
-class Poly:
-    """An integer polynomial over size symbols: ``{monomial: coefficient}`` where a
-    monomial is a sorted tuple of atom names (``()`` is the constant term). An atom is a
-    symbol (``s0``) or a floor division / remainder that did not divide out, kept whole
-    (``(s0 + 1)//2``, defined in ``ATOMS``)."""
-    __slots__ = ("terms", "_hash")
-
-    def __init__(self, terms):
-        self.terms = tuple(sorted((m, c) for m, c in terms.items() if c))
-        self._hash = hash(self.terms)
-
-    @staticmethod
-    def const(c):
-        return Poly({(): c})
-
-    @staticmethod
-    def symbol(name):
-        return Poly({(name,): 1})
-
-    def constant(self):
-        """The value when the polynomial is a constant, else None."""
-        if not self.terms:
-            return 0
-        return self.terms[0][1] if len(self.terms) == 1 and self.terms[0][0] == () else None
-
-    def __add__(self, other):
-        terms = dict(self.terms)
-        for m, c in other.terms:
-            terms[m] = terms.get(m, 0) + c
-        return Poly(terms)
-
-    def __neg__(self):
-        return Poly({m: -c for m, c in self.terms})
-
-    def __sub__(self, other):
-        return self + (-other)
-
-    def __mul__(self, other):
-        terms = {}
-        for m1, c1 in self.terms:
-            for m2, c2 in other.terms:
-                m = tuple(sorted(m1 + m2))
-                terms[m] = terms.get(m, 0) + c1 * c2
-        return Poly(terms)
-
-    def floordiv(self, other):
-        c = other.constant()
-        if c is not None and c > 0 and all(k % c == 0 for _, k in self.terms):
-            return Poly({m: k // c for m, k in self.terms})
-        if len(other.terms) == 1 and other.terms[0][1] > 0:     # by a monomial that divides
-            mono, k = other.terms[0]
-            out = {}
-            for m, c2 in self.terms:
-                rest = _divide_mono(m, mono)
-                if rest is None or c2 % k:
-                    break
-                out[rest] = c2 // k
-            else:
-                return Poly(out)
-        return Poly.symbol(_atom("//", self, other))
-
-    def mod(self, other):
-        q = self.floordiv(other)
-        if not any(a in ATOMS for a in q.atoms() - self.atoms()):    # divided out exactly
-            return Poly.const(0)
-        return Poly.symbol(_atom("%", self, other))
-
-    def evaluate(self, values):
-        """The value with ``values`` (symbol name -> int) for the symbols."""
-        total = 0
-        for m, c in self.terms:
-            for a in m:
-                c *= values[a] if a in values else _atom_value(a, values)
-            total += c
-        return total
-
-    def atoms(self):
-        return {a for m, _ in self.terms for a in m}
-
-    def bounds(self):
-        """``(low, high)``: bounds every dynamic size >= 2 implies (None: unbounded)."""
-        low = high = 0
-        for m, c in self.terms:
-            if not m:
-                low, high = (None if low is None else low + c), (None if high is None
-                                                                else high + c)
-                continue
-            if any(a in ATOMS for a in m):
-                return None, None
-            least = c * 2 ** len(m)
-            if c > 0:
-                low, high = (None if low is None else low + least), None
-            else:
-                low, high = None, (None if high is None else high + least)
-        return low, high
-
-    def __eq__(self, other):
-        return isinstance(other, Poly) and self.terms == other.terms
-
-    def __hash__(self):
-        return self._hash
-
-    def __str__(self):
-        if not self.terms:
-            return "0"
-        parts = []
-        for m, c in reversed(self.terms):       # the highest monomial first, constant last
-            body = "*".join(a if a.isidentifier() else f"({a})" for a in m)
-            if not m:
-                text = str(abs(c))
-            elif abs(c) == 1:
-                text = body
-            else:
-                text = f"{abs(c)}*{body}"
-            if not parts:
-                parts.append(("-" if c < 0 else "") + text)
-            else:
-                parts.append((" - " if c < 0 else " + ") + text)
-        return "".join(parts)
-
-    __repr__ = __str__
-
-
-def _divide_mono(m, d):
-    rest = list(m)
-    for a in d:
-        if a not in rest:
-            return None
-        rest.remove(a)
-    return tuple(rest)
-
-
-ATOMS = {}         # name -> (op, Poly, Poly): the floor divisions and remainders kept whole
-
-
-def _atom(op, a, b):
-    name = f"{_wrap(a)}{op}{_wrap(b)}"
-    ATOMS.setdefault(name, (op, a, b))
-    return name
-
-
-def _wrap(p):
-    s = str(p)
-    return s if s.isidentifier() or s.lstrip("-").isdigit() else f"({s})"
-
-
-def _atom_value(name, values):
-    op, a, b = ATOMS[name]
-    x, y = a.evaluate(values), b.evaluate(values)
-    return x // y if op == "//" else x % y
-
-
-def base_symbols(poly):
-    """The size symbols ``poly`` reads, through its floor divisions too."""
-    out, stack = set(), list(poly.atoms())
-    while stack:
-        a = stack.pop()
-        if a in ATOMS:
-            _, x, y = ATOMS[a]
-            stack.extend(x.atoms() | y.atoms())
-        else:
-            out.add(a)
-    return out
 
 
 # the trace's record of decisions ------------------------------------------------------------
@@ -265,29 +106,6 @@ class _Active:
 def inactive():
     """A block where size decisions record nothing (the tracer's own bookkeeping)."""
     return _Active(None)
-
-
-_OPS = {"==": lambda d: d == 0, "!=": lambda d: d != 0, "<": lambda d: d < 0,
-        "<=": lambda d: d <= 0, ">": lambda d: d > 0, ">=": lambda d: d >= 0}
-
-
-def _decide(d, op):
-    """``d op 0`` when the bounds every dynamic size satisfies settle it, else None."""
-    c = d.constant()
-    if c is not None:
-        return _OPS[op](c)
-    low, high = d.bounds()
-    lo = -math.inf if low is None else low
-    hi = math.inf if high is None else high
-    if op in ("==", "!="):
-        return (op == "!=") if lo > 0 or hi < 0 else None
-    if op in ("<", ">="):
-        yes, no = hi < 0, lo >= 0
-    else:               # "<=", ">"
-        yes, no = hi <= 0, lo > 0
-    if op in (">=", ">"):
-        yes, no = no, yes
-    return True if yes else (False if no else None)
 
 
 def _v(x):
@@ -610,46 +428,3 @@ def concrete(obj):
         return {k: concrete(v) for k, v in obj.items()}
     return obj
 
-
-
-# marks on tensors ----------------------------------------------------------------------------
-
-import weakref  # noqa: E402
-
-# id(tensor) -> (a weak reference to it, {dim: "dynamic" | "static"}); by id, not a
-# WeakKeyDictionary, because a tensor's == is elementwise
-MARKS = {}
-
-
-def marks_of(t):
-    """``{dim: "dynamic" | "static"}`` set on ``t`` by ``mark_dynamic``/``mark_static``."""
-    entry = MARKS.get(id(t))
-    return entry[1] if entry is not None and entry[0]() is t else None
-
-
-def _mark(t, dims, how):
-    dims = list(dims)
-    for d in dims:          # every dim checked before any is marked
-        if not -t.ndim <= d < t.ndim:
-            from .ops.core import op_error
-            raise op_error(f"mark_{how}", f"Dimension out of range (expected to be in range of "
-                                          f"[{-t.ndim}, {t.ndim - 1}], but got {d})", IndexError)
-    entry = MARKS.get(id(t))
-    if entry is None or entry[0]() is not t:
-        key = id(t)
-        entry = MARKS[key] = (weakref.ref(t, lambda _, key=key: MARKS.pop(key, None)), {})
-    for d in dims:
-        entry[1][d % t.ndim] = how
-
-
-def mark_dynamic(t, index):
-    """Compile ``t``'s dim ``index`` (an int or a list) with a symbolic size from the first
-    call of a compiled function on it, as PyTorch's ``torch._dynamo.mark_dynamic``."""
-    _mark(t, [index] if isinstance(index, int) else index, "dynamic")
-
-
-def mark_static(t, index=None):
-    """Always specialise ``t``'s dim ``index`` (every dim when None), even under
-    ``dynamic=True``."""
-    dims = range(t.ndim) if index is None else [index] if isinstance(index, int) else index
-    _mark(t, dims, "static")

@@ -23,7 +23,7 @@ Calls whose result changes from call to call (``random.randint(4, 6)``, ``time.t
 
 While a trace runs, the helper makes the call and records it (site, arguments, result) on
 the tracer; the runtime draws the same calls again before it reuses a variant (see
-``runtime/guards.py``). ``reads`` finds, in the same source, where each free name is first
+``runtime/impure.py``). ``reads`` finds, in the same source, where each free name is first
 read and the attribute chains (``cfg.scale``, ``self.cfg.p``, ``HP["lr"]``) the runtime
 guards.
 
@@ -137,7 +137,7 @@ class ImpureSite:
 
 class ImpureCall:
     """A call the trace made at ``site``: its arguments, its result, and whether it changed
-    an argument in place. The runtime adds ``key`` and ``frozen`` (see guards.py)."""
+    an argument in place. The runtime adds ``key`` and ``frozen`` (see runtime/impure.py)."""
     __slots__ = ("site", "args", "kwargs", "result", "mutated", "key", "frozen")
 
     def __init__(self, site, args, kwargs, result, mutated):

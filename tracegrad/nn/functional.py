@@ -29,12 +29,17 @@ from .functional_loss import (  # noqa: F401 - the losses are F.mse_loss and so 
     _reduction, binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy,
     huber_loss, kl_div, l1_loss, mse_loss, nll_loss, smooth_l1_loss,
 )
-from .functional_pool import (  # noqa: F401 - pooling, interpolation and the per-sample norms
+from .functional_norm import (  # noqa: F401 - the per-sample norms
+    group_norm, instance_norm, local_response_norm,
+)
+from .functional_pool import (  # noqa: F401 - max, average and adaptive pooling
     adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d, adaptive_max_pool1d,
-    adaptive_max_pool2d, adaptive_max_pool3d, avg_pool1d, avg_pool2d, avg_pool3d, group_norm,
-    instance_norm, interpolate, local_response_norm, max_pool1d, max_pool1d_with_indices,
-    max_pool2d, max_pool2d_with_indices, max_pool3d, max_pool3d_with_indices, pixel_shuffle,
-    pixel_unshuffle, upsample, upsample_bilinear, upsample_nearest,
+    adaptive_max_pool2d, adaptive_max_pool3d, avg_pool1d, avg_pool2d, avg_pool3d, max_pool1d,
+    max_pool1d_with_indices, max_pool2d, max_pool2d_with_indices, max_pool3d,
+    max_pool3d_with_indices,
+)
+from .functional_resample import (  # noqa: F401 - interpolation and pixel shuffle
+    interpolate, pixel_shuffle, pixel_unshuffle, upsample, upsample_bilinear, upsample_nearest,
 )
 
 # activations ------------------------------------------------------------------------------

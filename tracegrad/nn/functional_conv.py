@@ -1,12 +1,13 @@
 """``nn.functional``'s convolutions, padding and unfold/fold, with PyTorch's signatures.
 
 Each function checks its arguments with PyTorch's wording, adds and removes the batch dim of
-an unbatched input, and calls one primitive of ``tracegrad.ops.conv`` (plus an add for the
-bias, so a biased convolution's ``grad_fn`` is ``AddBackward0`` where PyTorch's fused kernel
-reports ``ConvolutionBackward0``).
+an unbatched input, and calls one primitive of ``tracegrad.ops.conv`` (of ``ops.pad`` for
+``pad``), plus an add for the bias, so a biased convolution's ``grad_fn`` is ``AddBackward0``
+where PyTorch's fused kernel reports ``ConvolutionBackward0``.
 """
-from ..ops.conv import col2im, conv_nd, conv_transpose_nd, im2col, pad_nd
+from ..ops.conv import col2im, conv_nd, conv_transpose_nd, im2col
 from ..ops.core import op_error
+from ..ops.pad import pad_nd
 from ..ops.shape_ops import reshape, squeeze, unsqueeze
 
 _AXES = {1: ("width",), 2: ("height", "width"), 3: ("depth", "height", "width")}
@@ -158,9 +159,22 @@ _NON_CONSTANT = ("Supported combinations for non-constant padding:\n"
                  "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)")
 
 
+def _widths(pad):
+    """``pad`` as a tuple of ints, or PyTorch's TypeError for one that is not."""
+    if isinstance(pad, str) or not hasattr(pad, "__iter__"):
+        raise op_error("pad", f"pad(): argument 'pad' (position 2) must be tuple of ints, not "
+                              f"{type(pad).__name__}", TypeError)
+    pad = tuple(pad)
+    for i, p in enumerate(pad):
+        if isinstance(p, bool) or not hasattr(type(p), "__index__"):
+            raise op_error("pad", f"pad(): argument 'pad' (position 2) must be tuple of ints, but "
+                                  f"found element of type {type(p).__name__} at pos {i}", TypeError)
+    return tuple(int(p) for p in pad)
+
+
 def pad(input, pad, mode="constant", value=None):
     """PyTorch's ``F.pad``: ``pad`` lists (low, high) widths from the last dim backwards."""
-    pad = tuple(int(p) for p in pad)
+    pad = _widths(pad)
     if len(pad) % 2:
         raise op_error("pad", "Padding length must be divisible by 2")
     n = len(pad) // 2
@@ -178,6 +192,11 @@ def pad(input, pad, mode="constant", value=None):
     if n not in (1, 2, 3) or input.ndim not in (n + 1, n + 2):
         raise op_error("pad", f"Padding size {len(pad)} is not supported for {input.ndim}D input "
                               f"tensor.\n{_NON_CONSTANT}", NotImplementedError)
+    batched = input.ndim == n + 2
+    if mode != "circular" and any(d == 0 for d in (input.shape[1:] if batched else input.shape)):
+        raise op_error("pad", f"Expected {n + 1}D or {n + 2}D (batch mode) tensor with possibly 0 "
+                              f"batch size and other non-zero dimensions for input, but got: "
+                              f"{list(input.shape)}")
     if any(w < 0 for pair in pairs for w in pair):     # a negative width crops first, as torch
         lead = input.ndim - n
         key = (slice(None),) * lead + tuple(

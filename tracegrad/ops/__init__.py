@@ -11,7 +11,7 @@ import types as _types
 
 from ..tensor import Tensor
 from . import composite, elementwise, index_ops, linalg, pool, reduce_ops, shape_ops
-from . import conv  # noqa: F401 - convolution, padding and im2col primitives
+from . import conv, pad  # noqa: F401 - convolution and im2col primitives; padding primitives
 from . import more_ops  # noqa: F401 - scans, sorting, einsum, random draws (exported by tracegrad)
 from .composite import (
     addmm, floor_divide, gelu, isfinite, lerp, log_softmax, logsumexp, mean, norm, remainder,

@@ -1,8 +1,9 @@
-"""Convolution, transposed convolution, padding and im2col/col2im primitives.
+"""Convolution, transposed convolution and im2col/col2im primitives.
 
 Every spatial primitive is N-d: the trailing ``len(kernel)`` dims are spatial, the two before
 them batch and channels. Padding is a tuple of ``(low, high)`` pairs, one per spatial dim,
-so PyTorch's asymmetric ``'same'`` split needs no extra op.
+so PyTorch's asymmetric ``'same'`` split needs no extra op (the pad primitives themselves,
+``F.pad``'s, are ``pad.py``'s).
 
 Implementations take strided windows of the padded input (one ``as_strided`` view, no copy),
 copy them once into columns with the batch beside the positions, ``(G, Cg*K, N*P)``, and
@@ -18,14 +19,13 @@ under differentiation (W is the weight gradient, itself one windows-times-matmul
     conv_transpose(u, w)  du = conv(g, w)              dw = W(g, u)
     W(x, gy)              dx = conv_transpose(gy, g)   dgy = conv(x, g)
 
-im2col and col2im are each other's VJP; a constant pad's VJP is a pad by minus its widths (a
-crop); reflection, replication and circular pads and their ``*_backward`` folds likewise.
+im2col and col2im are each other's VJP.
 """
 import math
 
 import numpy as np
 
-from .core import Primitive, bind, op_error
+from .core import Primitive, bind
 from .shape_ops import narrow
 
 _TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "int64": "Long",
@@ -332,145 +332,5 @@ def col2im(input, output_size, kernel, dilation, padding, stride):
                 stride=tuple(stride))
 
 
-# padding ----------------------------------------------------------------------------------------
 
-def _constant_pad_impl(xp, x, pad, value):
-    _constant_pad_shape(x.shape, pad, value)
-    nd = len(pad)
-    lead = x.ndim - nd
-    crop = (slice(None),) * lead + tuple(slice(max(-lo, 0), n - max(-hi, 0))
-                                         for n, (lo, hi) in zip(x.shape[lead:], pad))
-    x = x[crop]
-    widths = ((0, 0),) * lead + tuple((max(lo, 0), max(hi, 0)) for lo, hi in pad)
-    return xp.pad(x, widths, mode="constant", constant_values=value)
-
-
-def _constant_pad_shape(s, pad, value):
-    nd = len(pad)
-    if nd > len(s):
-        raise RuntimeError(f"Length of pad should be no more than twice the number of dimensions "
-                           f"of the input. Pad length is {2 * nd} while the input has {len(s)} "
-                           f"dimensions.")
-    out = tuple(s[:len(s) - nd]) + tuple(n + lo + hi for n, (lo, hi) in zip(s[len(s) - nd:], pad))
-    if any(n < 0 for n in out):
-        raise RuntimeError("narrow(): length must be non-negative.")
-    return out
-
-
-constant_pad_nd_p = Primitive(
-    "constant_pad_nd", _constant_pad_impl, dtype=lambda x, **_: x.dtype,
-    shape=_constant_pad_shape,
-    vjp=(lambda g, x, out, pad, value: constant_pad_nd(g, tuple((-lo, -hi) for lo, hi in pad)),),
-    node="ConstantPadNdBackward0", kind="other")
-
-
-def constant_pad_nd(input, pad, value=0.0):
-    """``input`` padded by ``pad`` (``(low, high)`` per trailing dim; negative widths crop)."""
-    return bind(constant_pad_nd_p, input, pad=tuple(tuple(p) for p in pad), value=value)
-
-
-_NP_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
-
-
-def _fold_reflect(xp, part, lo, hi, n, axis):
-    def sl(a, b):
-        return (slice(None),) * axis + (slice(a, b),)
-    out = part[sl(lo, lo + n)].copy()
-    out[sl(1, lo + 1)] += xp.flip(part[sl(0, lo)], axis)
-    out[sl(n - 1 - hi, n - 1)] += xp.flip(part[sl(lo + n, None)], axis)
-    return out
-
-
-def _fold_replicate(xp, part, lo, hi, n, axis):
-    def sl(a, b):
-        return (slice(None),) * axis + (slice(a, b),)
-    out = part[sl(lo, lo + n)].copy()
-    out[sl(0, 1)] += part[sl(0, lo)].sum(axis, keepdims=True)
-    out[sl(n - 1, n)] += part[sl(lo + n, None)].sum(axis, keepdims=True)
-    return out
-
-
-def _fold_circular(xp, part, lo, hi, n, axis):
-    def sl(a, b):
-        return (slice(None),) * axis + (slice(a, b),)
-    out = part[sl(lo, lo + n)].copy()
-    out[sl(n - lo, n)] += part[sl(0, lo)]
-    out[sl(0, hi)] += part[sl(lo + n, None)]
-    return out
-
-
-_FOLDS = {"reflect": _fold_reflect, "replicate": _fold_replicate, "circular": _fold_circular}
-
-
-def _pad_impl(xp, x, pad, mode):
-    _pad_shape(mode)(x.shape, pad)      # np.pad would reflect or wrap more than once
-    lead = x.ndim - len(pad)
-    return xp.pad(x, ((0, 0),) * lead + tuple(pad), mode=_NP_MODES[mode])
-
-
-def _pad_backward_impl(xp, g, pad, mode, shape):
-    """The adjoint of a pad: each padded dim's border gradients folded onto the values they
-    copied (one slice-add per border; a reflection or a wrap maps a border one-to-one)."""
-    lead = g.ndim - len(pad)
-    for i, (lo, hi) in enumerate(pad):
-        g = _FOLDS[mode](xp, g, lo, hi, shape[lead + i], lead + i)
-    return g
-
-
-def _pad_shape(mode):
-    def rule(s, pad):
-        lead = len(s) - len(pad)
-        for i, ((lo, hi), n) in enumerate(zip(pad, s[lead:])):
-            too_big = (lo >= n or hi >= n) if mode == "reflect" else (lo > n or hi > n)
-            if too_big and mode != "replicate":
-                raise RuntimeError(f"Padding size should be less than the corresponding input "
-                                   f"dimension, but got: padding ({lo}, {hi}) at dimension "
-                                   f"{lead + i} of input {list(s)}" if mode == "reflect" else
-                                   "Padding value causes wrapping around more than once.")
-            if mode == "replicate" and n == 0:
-                raise RuntimeError(f"Expected input's dimension {lead + i} to be non-empty")
-            if lo < 0 or hi < 0:
-                raise RuntimeError(f"{mode} padding widths must be non-negative, got {(lo, hi)}")
-        return tuple(s[:lead]) + tuple(n + lo + hi for n, (lo, hi) in zip(s[lead:], pad))
-    return rule
-
-
-def _declare_pad(mode, name, node, backward_node):
-    """A pad primitive and its adjoint, each the other's VJP."""
-    fwd = Primitive(
-        name, lambda xp, x, pad: _pad_impl(xp, x, pad, mode), dtype=lambda x, **_: x.dtype,
-        shape=_pad_shape(mode),
-        vjp=(lambda g, x, out, pad: bind(bwd, g, pad=pad, shape=tuple(x.shape)),),
-        node=node, kind="other")
-    bwd = Primitive(
-        name + "_backward", lambda xp, g, pad, shape: _pad_backward_impl(xp, g, pad, mode, shape),
-        dtype=lambda g, **_: g.dtype,
-        shape=lambda s, pad, shape: tuple(shape),
-        vjp=(lambda g, gy, out, pad, shape: bind(fwd, g, pad=pad),),
-        node=backward_node, kind="other")
-    return fwd
-
-
-# PyTorch names the node after the number of padded dims: ReflectionPad2DBackward0, ...
-PAD_PRIMITIVES = {("circular", None): _declare_pad("circular", "circular_pad", "CopySlices",
-                                                   "CircularPadBackwardBackward0")}
-for _mode, _stem in (("reflect", "Reflection"), ("replicate", "Replication")):
-    for _nd in (1, 2, 3):
-        PAD_PRIMITIVES[_mode, _nd] = _declare_pad(
-            _mode, f"{_stem.lower()}_pad{_nd}d", f"{_stem}Pad{_nd}DBackward0",
-            f"{_stem}Pad{_nd}DBackwardBackward0")
-
-
-def pad_nd(input, pad, mode="constant", value=0.0):
-    """``input`` padded in its trailing ``len(pad)`` dims (``pad``: ``(low, high)`` pairs)."""
-    pad = tuple(tuple(int(v) for v in p) for p in pad)
-    if mode == "constant":
-        return constant_pad_nd(input, pad, value)
-    if mode not in _NP_MODES:
-        raise op_error("pad", f"Unrecognised padding mode {mode}", NotImplementedError)
-    prim = PAD_PRIMITIVES[mode, None if mode == "circular" else len(pad)]
-    return bind(prim, input, pad=pad)
-
-
-__all__ = ["conv_nd", "conv_transpose_nd", "conv_weight_grad", "im2col", "col2im",
-           "constant_pad_nd", "pad_nd"]
+__all__ = ["conv_nd", "conv_transpose_nd", "conv_weight_grad", "im2col", "col2im"]

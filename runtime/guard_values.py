@@ -1,0 +1,101 @@
+"""Plain values, as a guard keeps and compares them, and the guard on one value.
+
+"Plain" values are the ones a trace can bake: ``None``, bools, numbers (NumPy scalars
+too), strings, and tuples, lists and dicts of them, and small NumPy arrays (up to
+``ARRAY_LIMIT`` elements, by content). ``freeze`` turns one into what a guard keeps: a list
+or dict becomes a tagged copy taken when traced, so changing one in place is seen too.
+Tensors are not plain: they are captured inputs, read afresh each call (see ``trace.py``).
+
+A ``FreeGuard`` holds the value read from one place (a dict's key, a closure cell) and says
+why the variant no longer fits when the place holds another; ``stale`` asks a variant's
+guards in turn.
+"""
+import numpy as np
+
+
+_PLAIN = (bool, int, float, complex, str, bytes, type(None))
+_MISSING = object()
+_NOT_PLAIN = object()
+
+
+def freeze(x):
+    """``x`` as a value a guard keeps and compares (a list becomes a tagged tuple), or
+    ``_NOT_PLAIN`` when a trace would not bake it."""
+    t = type(x)
+    if t in _PLAIN:
+        return x
+    if isinstance(x, np.generic):
+        return (t, x.item())
+    if t is np.ndarray and x.size <= ARRAY_LIMIT:      # a small array: by content (a copy)
+        return (t, x.dtype.str, x.shape, x.tobytes())
+    if t in (tuple, list, frozenset) and len(x) <= 64:
+        items = tuple(freeze(e) for e in x)
+        return _NOT_PLAIN if any(i is _NOT_PLAIN for i in items) else (t, items)
+    if t is dict and len(x) <= 64:
+        items = tuple((freeze(k), freeze(v)) for k, v in x.items())
+        return _NOT_PLAIN if any(_NOT_PLAIN in i for i in items) else (t, items)
+    return _NOT_PLAIN
+
+
+# NumPy arrays read from outside with up to this many elements are guarded by content;
+# a larger one is read as the constant it was when traced, and a warning says so
+ARRAY_LIMIT = 4096
+
+
+def plain(x):
+    """Whether a trace bakes ``x`` as a constant (and a guard can compare it)."""
+    return freeze(x) is not _NOT_PLAIN
+
+
+class FreeGuard:
+    """``what`` held ``value`` when traced; ``store[key]`` (a dict) or ``store`` (a closure
+    cell, ``key`` None) is where it is read again."""
+    __slots__ = ("what", "store", "key", "value", "frozen", "shown", "site")
+
+    def __init__(self, what, store, key, value, site):
+        self.what, self.store, self.key, self.value, self.site = what, store, key, value, site
+        self.frozen, self.shown = freeze(value), repr(value)   # a copy: lists change in place
+
+    def now(self):
+        if self.key is None:
+            try:
+                return self.store.cell_contents
+            except ValueError:      # an empty cell
+                return _MISSING
+        return self.store.get(self.key, _MISSING)
+
+    def changed(self):
+        """Why the variant no longer fits, or None."""
+        now = self.now()
+        if now is self.value and type(now) in _PLAIN:
+            return None
+        frozen = _MISSING if now is _MISSING else freeze(now)
+        if type(frozen) is type(self.frozen) and frozen == self.frozen:
+            return None
+        shown = "<deleted>" if now is _MISSING else repr(now)
+        return f"{self.what} changed: {self.shown} -> {shown}"
+
+    def describe(self):
+        return f"{self.what} == {self.shown}" + (f" (read in {self.site})" if self.site else "")
+
+
+def stale(guards):
+    """The first reason a guard gives, or None."""
+    for g in guards:
+        why = g.changed()
+        if why:
+            return why
+    return None
+
+
+def _thaw(x):
+    """A frozen value shown as the value it stands for."""
+    if type(x) is tuple and len(x) == 2 and isinstance(x[0], type):
+        t, v = x
+        if t in (tuple, list, frozenset):
+            return t(_thaw(e) for e in v)
+        if t is dict:
+            return {_thaw(k): _thaw(e) for k, e in v}
+        if issubclass(t, np.generic):
+            return t(v)
+    return x

@@ -1,0 +1,123 @@
+"""PyTorch's checks of ``tracegrad.linalg``'s inputs, and the errors of LAPACK's failures.
+
+A linalg function checks its inputs before it binds a primitive (``check``), so a wrong one
+raises PyTorch's error for that function, which starts with its name, and ends with the
+user's line, as every op's error does (``ops.core.op_error``)::
+
+    RuntimeError: linalg.inv: A must be batches of square matrices, but they are 2 by 3 matrices
+      (at train.py:12: w = torch.linalg.inv(a))
+
+The primitives' rules (``float_rule``, ``square_rule``) say the same, for a caller that binds
+a primitive directly.
+
+A failure that depends on the values, not the shapes (a singular matrix, one that is not
+positive-definite), is LAPACK's: an implementation calls it through ``lapack``, which raises
+``LinalgError`` with PyTorch's message (what a compiled function's generated code shows), and
+``run`` binds a primitive and raises such a failure as the function's error at the user's line.
+"""
+import numpy as np
+
+from . import dtypes
+from .ops.core import bind, op_error
+
+
+def scalar_name(dtype):
+    """PyTorch's name of a dtype in messages: ``Float``, ``Double``, ``Long``."""
+    return dtypes.type_name(dtype)[len("tracegrad."):-len("Tensor")]
+
+
+def matrix_problem(shape, square=True, name="A"):
+    """What PyTorch says of ``shape`` when it is not a batch of (square) matrices, or None."""
+    if len(shape) < 2:
+        return f"The input tensor {name} must have at least 2 dimensions."
+    if square and shape[-1] != shape[-2]:
+        return (f"A must be batches of square matrices, but they are {shape[-2]} by "
+                f"{shape[-1]} matrices")
+    return None
+
+
+def dtype_problem(dtype, lapack=True):
+    """What PyTorch says of ``dtype`` when a linalg function (a LAPACK one: ``lapack``) cannot
+    take it, or None."""
+    if not dtype.is_floating_point:
+        return f"Expected a floating point or complex tensor as input. Got {scalar_name(dtype)}"
+    if lapack and dtype is dtypes.float16:
+        return f"Low precision dtypes not supported. Got {scalar_name(dtype)}"
+    return None
+
+
+def same_dtype_problem(a, b):
+    """What PyTorch says of a second operand's dtype ``b`` unlike the first one's ``a``, or
+    None."""
+    if a is b:
+        return None
+    return (f"Expected A and B to have the same dtype, but found A of type {scalar_name(a)} and "
+            f"B of type {scalar_name(b)} instead")
+
+
+def check(op, A, *, square=True, lapack=True):
+    """Raise ``op``'s error (PyTorch's, at the user's line) unless ``A`` is a batch of
+    matrices (square ones: ``square``) of a floating dtype (one LAPACK takes: ``lapack``)."""
+    problem = matrix_problem(A.shape, square) or dtype_problem(A.dtype, lapack)
+    if problem:
+        raise op_error(op, problem)
+
+
+def float_rule(name):
+    """A primitive's dtype rule: its input's floating dtype, shared by its other tensors."""
+    def rule(a, *rest, **_):
+        problem = dtype_problem(a.dtype)
+        for b in rest:
+            problem = problem or (hasattr(b, "dtype") and same_dtype_problem(a.dtype, b.dtype))
+        if problem:
+            raise RuntimeError(f"linalg.{name}: {problem}")
+        return a.dtype
+    return rule
+
+
+def rule_check(name, shape, square=True):
+    """In a primitive's shape rule: raise ``linalg.<name>``'s error unless ``shape`` is a batch
+    of (square) matrices (``bind`` adds the primitive's name and the user's line)."""
+    problem = matrix_problem(shape, square)
+    if problem:
+        raise RuntimeError(f"linalg.{name}: {problem}")
+
+
+def square_rule(name):
+    """A primitive's shape rule for a batch of square matrices in, the same shape out."""
+    def rule(s, *_, **__):
+        rule_check(name, s)
+        return tuple(s)
+    return rule
+
+
+class LinalgError(RuntimeError):
+    """LAPACK failed on the values of ``op``'s input; ``str`` is PyTorch's message."""
+
+    def __init__(self, op, message):
+        super().__init__(f"{op}: {message}")
+        self.op, self.message = op, message
+
+    def __reduce__(self):
+        return type(self), (self.op, self.message)
+
+
+def lapack(op, message, fn, *args, **kwargs):
+    """``fn(*args, **kwargs)``, NumPy's (or CuPy's) ``LinAlgError`` raised as ``LinalgError``
+    with PyTorch's ``message`` (None: LAPACK's own)."""
+    try:
+        return fn(*args, **kwargs)
+    except np.linalg.LinAlgError as e:
+        raise LinalgError(op, message or str(e)) from None
+
+
+def run(prim, *args, **params):
+    """``bind(prim, ...)``; a ``LinalgError`` of its implementation is raised naming its op and
+    the user's line (``bind`` names the primitive, ``linalg_inv``, instead)."""
+    try:
+        return bind(prim, *args, **params)
+    except RuntimeError as e:
+        failure = e if isinstance(e, LinalgError) else e.__context__
+        if isinstance(failure, LinalgError):
+            raise op_error(failure.op, failure.message) from None
+        raise
