@@ -20,9 +20,11 @@ nvidia-smi >"$out/nvidia-smi.txt" 2>&1
 python3 -c "import tracegrad, cupy; print('cupy', cupy.__version__, '| tracegrad sees a GPU:',
 tracegrad.cuda.is_available())" | tee "$out/versions.txt"
 
-# 1. the GPU tests: eager surface, compiled kernels, the op table and gradcheck on cuda
+# 1. the GPU tests: eager surface, compiled kernels, the op table and gradcheck on cuda,
+#    every op compiled against eager and the random programs of the property test on cuda
 TRACEGRAD_TEST_DEVICE=cuda python3 -m pytest -q -p no:cacheprovider -rs \
     tests/test_cuda_eager.py tests/test_cuda_codegen.py tests/test_ops.py \
+    tests/test_compile_ops.py tests/test_compile_property.py \
     tests/test_seeds.py tests/test_serialization.py >"$out/tests_cuda.log" 2>&1
 echo "tests on cuda: $(tail -n 1 "$out/tests_cuda.log")"
 grep -E "^(FAILED|ERROR)" "$out/tests_cuda.log" | head -n 20

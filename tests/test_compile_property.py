@@ -81,7 +81,7 @@ PROBE = _Probe()
 
 
 def _np(t):
-    return t.detach()._data
+    return t.detach().cpu()._data
 
 
 def _probe_diff(a, b):

@@ -661,3 +661,48 @@ def test_gpu_profiler_and_nvtx():
     assert {e.key: e for e in prof.key_averages()}["matmul"].self_cuda_time_total > 0
     with tg.autograd.profiler.emit_nvtx():
         (tg.ones(3, device="cuda", requires_grad=True) * 2).sum().backward()
+
+
+# the default device -------------------------------------------------------------------------
+
+def test_default_device_is_the_cpu_and_follows_set_default_device(fake):
+    assert tg.get_default_device() == tg.device("cpu")
+    try:
+        tg.set_default_device("cuda:1")
+        assert tg.get_default_device() == tg.device("cuda", 1)
+        made = [tg.zeros(2), tg.ones(2, 3), tg.randn(3), tg.arange(4), tg.tensor([1.0, 2.0]),
+                tg.full((2,), 7.0), tg.eye(2), tg.empty(1), tg.rand(2)]
+        assert all(t.device == tg.device("cuda", 1) for t in made), [t.device for t in made]
+        assert tg.zeros(2, device="cpu").device == tg.device("cpu")     # an explicit device
+        assert tg.from_numpy(np.ones(2)).device == tg.device("cpu")     # shares host memory
+        assert tg.nn.Linear(2, 3).weight.device == tg.device("cuda", 1)
+    finally:
+        tg.set_default_device(None)
+    assert tg.zeros(2).device == tg.device("cpu")
+
+
+def test_a_device_is_a_context_manager_for_the_default_device(fake):
+    with tg.device("cuda") as d:
+        assert d == tg.device("cuda", 0) and tg.zeros(1).device == d
+        with tg.device("cuda:1"):
+            assert tg.randn(2).device == tg.device("cuda", 1)
+        assert tg.ones(1).device == d
+    assert tg.get_default_device() == tg.device("cpu") and tg.ones(1).device.type == "cpu"
+
+
+def test_the_default_device_is_per_thread(fake):
+    import threading
+    seen = []
+    with tg.device("cuda"):
+        th = threading.Thread(target=lambda: seen.append(tg.zeros(1).device))
+        th.start()
+        th.join()
+        assert tg.zeros(1).device.type == "cuda"
+    assert seen == [tg.device("cpu")]
+
+
+def test_default_device_matches_torch():
+    torch = pytest.importorskip("torch")
+    assert repr(tg.get_default_device()) == repr(torch.get_default_device())
+    with tg.device("cpu"), torch.device("cpu"):
+        assert str(tg.zeros(1).device) == str(torch.zeros(1).device)

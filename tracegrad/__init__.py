@@ -9,7 +9,7 @@ from .dtypes import (
     bool, double, dtype, float, float16, float32, float64, get_default_dtype, half, int, int8,
     int16, int32, int64, long, set_default_dtype, short, uint8,
 )
-from .device import device
+from .device import device, get_default_device, set_default_device
 from .tensor import Size, Tensor
 from . import ops
 from .ops import *  # noqa: F401,F403 - the op functions are tracegrad's namespace

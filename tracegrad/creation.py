@@ -4,7 +4,8 @@ import numbers
 import numpy as np
 
 from . import _hooks, dtypes
-from .device import as_device, cupy, device_of, loaded_cupy, to_device, xp_for
+from .device import (as_device, cupy, device_of, device_or_default, loaded_cupy,
+                     to_device, xp_for)
 from .symbolic import SymInt
 from .tensor import Tensor
 
@@ -110,7 +111,7 @@ def _generator_for(generator, dev):
 
 
 def _finish(array, dtype, device, requires_grad, traced=True, shape=None, fill=None):
-    dev = as_device(device)
+    dev = device_or_default(device)
     if dtype is not None:
         dt = dtypes.as_dtype(dtype)
         if array.dtype != dt.np:
@@ -127,7 +128,7 @@ def _finish(array, dtype, device, requires_grad, traced=True, shape=None, fill=N
 
 def _drawn(generator, draw, dist, size, dtype, device, requires_grad, **params):
     """A random tensor; inside tracegrad.compile it stays a random op (fresh every call)."""
-    gen = _generator_for(generator, as_device(device))
+    gen = _generator_for(generator, device_or_default(device))
     tracer = _hooks.tracer
     state = gen.get_state() if tracer is not None else None
     t = _finish(draw(gen.rng), dtype, device, requires_grad, traced=False)
@@ -200,7 +201,7 @@ def as_tensor(data, dtype=None, device=None):
     if isinstance(data, Tensor):
         return data.to(dtype=dtype, device=device) if (dtype or device) else data
     if isinstance(data, np.ndarray) and (dtype is None or dtypes.as_dtype(dtype).np == data.dtype) \
-            and (device is None or as_device(device).type == "cpu"):
+            and (device is None or device_or_default(device).type == "cpu"):
         return Tensor._make(data)
     return tensor(data, dtype=dtype, device=device)
 
@@ -224,7 +225,7 @@ def _size(size):
 
 def _filled(fill, size, dtype, device, requires_grad, default=None):
     dt = dtypes.as_dtype(dtype) if dtype is not None else (default or dtypes.get_default_dtype())
-    xp = xp_for(as_device(device))
+    xp = xp_for(device_or_default(device))
     size = _size(size)
     array = xp.full(size, fill, dtype=dt.np) if fill is not None else xp.empty(size, dtype=dt.np)
     return _finish(array, None, device, requires_grad, shape=size,
@@ -325,7 +326,7 @@ def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=N
 
 
 def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
-    dev = as_device(device)
+    dev = device_or_default(device)
     rng = _generator_for(generator, dev).rng
     perm = rng.permutation(n) if dev.type == "cpu" else cupy().argsort(rng.random(n))
     return _finish(perm, dtype or dtypes.int64, device, requires_grad)

@@ -8,6 +8,8 @@ one clear error, and nothing else changes.
 An op that touches a cuda array checks, as PyTorch does, that all its tensors
 live on one device (``one_device``): only ops on the GPU path pay for it.
 """
+import threading
+
 import numpy as np
 
 _cupy = None
@@ -42,6 +44,16 @@ class device:
     def __hash__(self):
         return hash((self.type, self.index))
 
+    def __enter__(self):
+        """``with tracegrad.device("cuda"):``: the default device inside the block, as
+        ``set_default_device`` sets it (PyTorch's device context manager)."""
+        _default.outer.append(_default.device)
+        _default.device = self
+        return self
+
+    def __exit__(self, *exc):
+        _default.device = _default.outer.pop()
+
     def __str__(self):
         return self.type if self.index is None else f"{self.type}:{self.index}"
 
@@ -52,6 +64,32 @@ class device:
 
 
 CPU = device("cpu")
+
+
+class _Default(threading.local):
+    device = CPU        # where factory functions create a tensor given no device=
+
+    def __init__(self):
+        self.outer = []     # the defaults that ``with device(...)`` blocks replaced
+
+
+_default = _Default()
+
+
+def set_default_device(dev):
+    """PyTorch's ``set_default_device``: factory functions (``zeros``, ``randn``, ``tensor``,
+    ...) called without ``device=`` create on ``dev`` in this thread (None: the CPU)."""
+    _default.device = CPU if dev is None else as_device(dev)
+
+
+def get_default_device():
+    return _default.device
+
+
+def device_or_default(dev):
+    """``dev`` as a device, or the default device where it is None (factory functions)."""
+    return _default.device if dev is None else as_device(dev)
+
 
 
 def cupy():
