@@ -36,7 +36,7 @@ class CompiledFunctionBackward(Node):
             outs = self._replaying(evaluate, v.joint, list(self.inputs) + list(grads), sizes)
             return [None if k is None else outs[k] for k in v.grad_index]
         arrays = run_generated(v.backward, [*self.residuals, *[g._data for g in grads]],
-                               v.profile_name, "backward")
+                               v.profile_name, "backward", v.device)
         make, asarray = Tensor._make, v.asarray
         return [None if k is None else make(asarray(arrays[k])) for k in v.grad_index]
 
