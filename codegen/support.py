@@ -48,6 +48,7 @@ class Workspace:
     def __init__(self, kernels=None, slots=None, sized=None, xp=None):
         self.kernels, self.slots = kernels or {}, slots or {}
         self.xp = xp or np
+        self.dropped = frozenset()  # kernels that need no scratch (see ``drop``)
         self._free = []
         # a dynamic shape: ``sized(*sizes)`` gives (kernels, slots) for the call's sizes, and
         # buffer sets are pooled per sizes (the last few sizes seen)
@@ -56,14 +57,14 @@ class Workspace:
     def take(self, sizes=None):
         if sizes is None:
             return self._free.pop() if self._free else _Buffers(self.kernels, self.slots,
-                                                                self.xp)
+                                                                self.xp, self.dropped)
         pool = self._by_size.pop(sizes, None)
         if pool is None:
             pool = []
         self._by_size[sizes] = pool         # the most recent size last
         if pool:
             return pool.pop()
-        buffers = _Buffers(*self.sized(*sizes), self.xp)
+        buffers = _Buffers(*self.sized(*sizes), self.xp, self.dropped)
         buffers.sizes = sizes
         self._kept += buffers.nbytes
         while self._kept > SIZES_BUDGET and len(self._by_size) > 1:
@@ -83,11 +84,23 @@ class Workspace:
         else:
             pool.append(buffers)
 
+    def drop(self, names):
+        """Make no scratch from now on for the kernels ``names``: their NumPy tier was
+        replaced by kernels that take none (the CUDA tier's)."""
+        self.dropped = self.dropped | frozenset(names)
+        self._free.clear()
+
     def nbytes(self):
         """Bytes of one set of buffers."""
-        total = sum(copies * sum(_nbytes(s, d) for s, d in specs)
-                    for copies, specs in self.kernels.values())
-        return total + sum(_nbytes(s, d) for s, d in self.slots.values())
+        return buffer_bytes(self.kernels, self.slots, self.dropped)
+
+
+def buffer_bytes(kernels, slots, dropped=()):
+    """Bytes of one set of a workspace's buffers: ``kernels``' scratch but the ``dropped``
+    ones', and ``slots``."""
+    total = sum(copies * sum(_nbytes(s, d) for s, d in specs)
+                for name, (copies, specs) in kernels.items() if name not in dropped)
+    return total + sum(_nbytes(s, d) for s, d in slots.values())
 
 
 def _nbytes(shape, dtype):
@@ -95,9 +108,11 @@ def _nbytes(shape, dtype):
 
 
 class _Buffers:
-    def __init__(self, kernels, slots, xp=np):
+    def __init__(self, kernels, slots, xp=np, dropped=()):
         nbytes = 0
         for name, (copies, specs) in kernels.items():
+            if name in dropped:
+                continue
             sets = [[xp.empty(s, d) for s, d in specs] for _ in range(copies)]
             setattr(self, name, sets)
             nbytes += sum(a.nbytes for b in sets for a in b)

@@ -33,7 +33,13 @@ class CompiledFunctionBackward(Node):
         if _gm.grad_enabled:        # create_graph: run the joint graph through eager ops
             sizes = {str(n): self.inputs[ti]._data.shape[d] for ti, d, n in v.sym_dims} \
                 if getattr(v, "sym_dims", None) else None     # a dynamic variant: its sizes now
-            outs = self._replaying(evaluate, v.joint, list(self.inputs) + list(grads), sizes)
+            args = list(self.inputs) + list(grads)
+            if v.device_index is None:
+                outs = self._replaying(evaluate, v.joint, args, sizes)
+            else:       # on the variant's GPU, where its random ops' generators draw
+                with v.on_device():
+                    outs = self._replaying(evaluate, v.joint, args, sizes,
+                                           f"cuda:{v.device_index}")
             return [None if k is None else outs[k] for k in v.grad_index]
         arrays = run_generated(v.backward, [*self.residuals, *[g._data for g in grads]],
                                v.profile_name, "backward", v.device)

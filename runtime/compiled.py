@@ -19,6 +19,8 @@ import time
 import warnings
 import weakref
 
+from numpy import ndarray
+
 from tracegrad.codegen.support import GuardFailure
 from tracegrad import _hooks
 from tracegrad.autograd import grad_mode
@@ -87,7 +89,9 @@ class CompiledFunction:
         for a in args:      # _flatten's top level, inlined for the usual all-tensor call
             if isinstance(a, Tensor):
                 tensors.append(a)
-                sig.append(("T", a._data.shape, a.dtype, type(a._data), a._requires_grad))
+                d = a._data
+                sig.append(("T", d.shape, a.dtype, ndarray if type(d) is ndarray else _on_gpu(d),
+                            a._requires_grad))
             else:
                 _flatten(a, None, tensors, None, sig)
         for k, a in kwargs.items():
@@ -434,7 +438,7 @@ def _flatten(x, path, tensors, paths, sig):
         tensors.append(x)
         if paths is not None:
             paths.append(path or "arg")
-        sig.append(("T", x._data.shape, x.dtype, type(x._data), x._requires_grad))
+        sig.append(("T", x._data.shape, x.dtype, _where_data(x._data), x._requires_grad))
     elif isinstance(x, (tuple, list)):
         sig.append((type(x), len(x)))
         if path == "":          # the top level: (args, kwargs)
@@ -457,6 +461,18 @@ def _flatten(x, path, tensors, paths, sig):
         sig.append(("obj", type(x), id(x)))
 
 
+def _on_gpu(array):
+    """The signature's place of a GPU array: its type and device index (a variant's kernels,
+    constants and buffers live on one device)."""
+    return (type(array), array.device.id)
+
+
+def _where_data(array):
+    """Where a tensor's data lives, as signatures say it: ``np.ndarray`` on the CPU (free),
+    ``(array type, device index)`` on a GPU."""
+    return ndarray if type(array) is ndarray else _on_gpu(array)
+
+
 def _tensor_metas(sig):
     return [s for s in sig if type(s) is tuple and s and s[0] == "T"]
 
@@ -477,10 +493,10 @@ def _fmt_meta(m):
     return f"{dtype.name}[{', '.join(map(str, shape))}]" + (" requires_grad" if rg else "")
 
 
-# the fields of a tensor's signature entry ("T", shape, dtype, array type, requires_grad)
+# the fields of a tensor's signature entry ("T", shape, dtype, _where_data, requires_grad)
 _TENSOR_FIELDS = (("shape", lambda s: "[" + ", ".join("dynamic" if n is None else str(n)
                                                       for n in s) + "]"), ("dtype", lambda d: d.name),
-                  ("device", lambda kind: "cpu" if kind.__module__ == "numpy" else "cuda"),
+                  ("device", lambda where: "cpu" if where is ndarray else f"cuda:{where[1]}"),
                   ("requires_grad", bool))
 
 
@@ -536,7 +552,8 @@ def _param_names(fn, skip_self):
 
 
 def _meta(t):
-    return (t._data.shape, t.dtype, type(t._data), t._requires_grad)
+    d = t._data
+    return (d.shape, t.dtype, ndarray if type(d) is ndarray else _on_gpu(d), t._requires_grad)
 
 
 def _source_of(t, module, fn):

@@ -6,8 +6,10 @@ CuPy, cached by CuPy), and rebinds each of those kernels' names in the generated
 to its ``CudaKernel``, as the C tier does for C. The rest of the driver runs CuPy's
 NumPy-compatible calls (a CUDA variant's module imports ``cupy as np``), so a kernel the
 language does not take still runs on the GPU. ``TRACEGRAD_DUMP`` writes the source as
-``<label>.cu``. The build is synchronous: the first call waits for NVRTC (CuPy's disk
-cache makes later processes' builds quick). ``check(backend, tensors, label)`` is the error
+``<label>.cu``. ``place(variant, constants)`` ties the variant to its GPU (one variant a
+device: the guard signature holds the device index): its large constants copied there once
+when it is built, its driver run with that GPU current. The build is synchronous: the
+first call waits for NVRTC (CuPy's disk cache makes later processes' builds quick). ``check(backend, tensors, label)`` is the error
 for ``backend="cuda"`` where it cannot run: without CuPy or a GPU, or with tensors on the
 CPU (compile does not move data, as ``torch.compile`` does not).
 """
@@ -20,6 +22,7 @@ import numpy as np
 from tracegrad.codegen import cuda
 from tracegrad.codegen.cuda_launch import CudaKernel, CudaModule
 from tracegrad.codegen.numpy import site_comment
+from tracegrad.codegen.support import buffer_bytes
 
 
 def on_gpu(array):
@@ -48,6 +51,40 @@ def check(backend, tensors, label):
             f"argument(s) {', '.join(map(str, on_cpu))} of {len(tensors)}); compile does not "
             "move data: move them with .cuda() or .to('cuda'), or compile with "
             "backend='auto' to run them on the CPU")
+
+
+def place(variant, constants):
+    """Make ``variant``'s driver run on its GPU (``variant.device_index``): the NumPy arrays
+    among ``constants`` (its module's globals: constants over the inline limit) become
+    device arrays once, ``forward`` and ``backward`` run with that GPU as CuPy's current
+    device (where CuPy's calls allocate and launch), and results are kept on it."""
+    cp, index = cupy(), variant.device_index
+    ns = variant.namespace
+    with cp.cuda.Device(index):
+        for name, obj in constants.items():
+            if isinstance(obj, np.ndarray):
+                ns[name] = cp.asarray(obj)
+    variant.forward = on_device(variant.forward, cp, index)
+    if variant.backward is not None:
+        variant.backward = on_device(variant.backward, cp, index)
+    variant.on_device = lambda: cp.cuda.Device(index)
+    ndarray = cp.ndarray
+
+    def asarray(a):     # a result: a CuPy array already, or a scalar made one on the GPU
+        if type(a) is ndarray:
+            return a
+        with cp.cuda.Device(index):
+            return cp.asarray(a)
+    variant.asarray = asarray
+
+
+def on_device(fn, cp, index):
+    """``fn`` (a generated function) run with GPU ``index`` as CuPy's current device."""
+    def run(*arrays):
+        with cp.cuda.Device(index):
+            return fn(*arrays)
+    run.__wrapped__ = fn
+    return run
 
 
 def render(variant):
@@ -102,5 +139,10 @@ def _start(variant):
         variant.namespace[k.name] = CudaKernel(module, launch, dts, parts, len(k.inputs))
     variant.cuda_source = source
     variant.cuda_kernels = [k.name for k, _ in kept]
+    # a CUDA kernel takes no scratch: the workspaces stop making its NumPy tier's on the GPU
+    for name in variant.workspaces:
+        variant.namespace[name].drop(variant.cuda_kernels)
+    variant.workspace_bytes = sum(buffer_bytes(kernels, slots, variant.cuda_kernels)
+                                  for kernels, slots, _ in variant.workspaces.values())
     variant.cuda_seconds = time.perf_counter() - started
     variant.tier = "cuda"

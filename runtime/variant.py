@@ -9,7 +9,7 @@ when gradients are needed.
 import numpy as np
 
 from tracegrad.codegen import numpy as npgen
-from tracegrad.codegen.support import GuardFailure, Workspace
+from tracegrad.codegen.support import GuardFailure, buffer_bytes
 from tracegrad.codegen import python as py
 from tracegrad.codegen.names import CodeNamer
 from tracegrad.ir import Graph, print_graph
@@ -49,6 +49,7 @@ class Variant:
         self.c_source, self.c_kernels, self.c_skipped, self.c_seconds = None, [], {}, None
         self.cuda_source, self.cuda_kernels, self.cuda_skipped = None, [], {}
         self.device, self.asarray = "cpu", np.asarray   # asarray: a result array as it is kept
+        self.device_index = None    # the GPU's index where ``device`` is "cuda"
 
     @property
     def code(self):
@@ -205,9 +206,9 @@ def build(traced, label, want_grad, dump_ir=None, check=None, title=None, profil
     n_mut = len(traced.mutations)
     inputs = list(traced.arg_tensors) + list(traced.captured)
     index_of = {id(t): i for i, t in enumerate(inputs)}
-    if any(cuda_tier.on_gpu(t._data) for t in inputs):     # its driver runs CuPy's calls
-        v.device = "cuda"
-        v.asarray = cuda_tier.cupy().asarray
+    on_gpu = next((t._data for t in inputs if cuda_tier.on_gpu(t._data)), None)
+    if on_gpu is not None:      # its driver runs CuPy's calls on that GPU
+        v.device, v.device_index = "cuda", on_gpu.device.id
     v.mutated = [index_of[id(t)] for t in traced.mutations]
     v.n_results = n_res
     v.out_tree = traced.out_tree[0]
@@ -291,7 +292,7 @@ def _generate(v, traced, label, title):
     bsrc = None
     if v.backward_graph is not None:
         bsrc = npgen.emit_function(em, v.backward_graph, "backward", namer)
-    header_globals = [f"# {name}: set by the loader ({_describe(obj)})"
+    header_globals = [f"# {name}: set by the loader ({_describe(obj, v.device)})"
                       for name, obj in em.globals_used.items()]
     workspaces = [f"{name} = {npgen.workspace_source(*spec, on_device=v.device == 'cuda')}"
                   for name, spec in em.workspaces.items()]
@@ -314,10 +315,13 @@ def _generate(v, traced, label, title):
     v.python_code = source
     v.namespace = ns
     v.kernel_ir = em.kernel_ir
-    v.workspace_bytes = sum(Workspace(*spec[:2]).nbytes() for spec in em.workspaces.values())
+    v.workspaces = em.workspaces    # module global -> (kernels' scratch, slots, sizes)
+    v.workspace_bytes = sum(buffer_bytes(*spec[:2]) for spec in em.workspaces.values())
     v.filename = filename
     v.forward = ns["forward"]
     v.backward = ns.get("backward")
+    if v.device == "cuda":      # constants onto the GPU once; the driver runs on that GPU
+        cuda_tier.place(v, em.globals_used)
 
 
 def generated_error(v, exc):
@@ -341,7 +345,8 @@ def generated_error(v, exc):
         return RuntimeError(f"{exc} (in the compiled code at `{stmt}`)")
 
 
-def _describe(obj):
+def _describe(obj, device="cpu"):
     if isinstance(obj, np.ndarray):
-        return f"a constant {obj.dtype}{list(obj.shape)} array"
+        return f"a constant {obj.dtype}{list(obj.shape)} array" + (
+            ", copied to the GPU once" if device == "cuda" else "")
     return type(obj).__name__

@@ -8,19 +8,32 @@ that a CuPy kernel computes the right thing; the real-GPU tests do.
 
 What it copies from CuPy is the part tracegrad relies on:
 
-- ``FakeArray`` holds a NumPy array and a device ordinal (``a.device.id``). It has
+- ``FakeArray`` holds a NumPy array and a device ordinal (``a.device.id``; ``a.device`` is a
+  ``cuda.Device``, a context manager as CuPy's is). It has
   ``__cuda_array_interface__``, is not an ``np.ndarray``, and refuses implicit conversion
   (``np.asarray(a)`` raises ``TypeError``, as CuPy's does). NumPy functions and ufuncs
   called on it dispatch to the double (NEP 13/18), as they dispatch to CuPy; ufuncs that
   are not NumPy's own (``scipy.special.erf``) are refused, as CuPy refuses them, and so is a
   host ``np.ndarray`` operand next to a device one (CuPy's ``TypeError``).
+- Ops run on the current device, as CuPy's do: a function, ufunc, operator or method whose
+  device arrays live on another device raises CuPy's error for devices without peer access
+  (the double assumes none, so code that forgets to make a tensor's device current fails
+  here; with peer access a real GPU would only be slow). ``a.copy()`` copies onto the
+  current device, as CuPy's does. A generator draws on its own device, which must be the
+  current one (its state lives there).
 - The module: ``asarray``/``asnumpy``, every NumPy function (``lib.stride_tricks``,
-  ``linalg`` and ``random.default_rng`` too) computing on the device of its first array
-  argument (or the current device), ``cuda.runtime`` (device count, current device,
+  ``linalg`` and ``random.default_rng`` too), ``cuda.runtime`` (device count, current device,
   properties, pointer attributes), ``cuda.Device``, ``cuda.Event`` with host clocks
   (``get_elapsed_time`` returns real host milliseconds), ``cuda.Stream``, ``cuda.nvtx``
   (ranges are recorded in ``nvtx_log``), ``cuda.set_allocator``, and the default memory
   pool (``used_bytes`` counts the live device arrays).
+- ``RawModule(code=...)``, for the compiled CUDA tier: the source is built for the CPU by
+  ``cuda_emulation/emulator.py`` (each CUDA thread an OS thread), loaded once per device
+  (CuPy compiles a module for each device it is used on), and its kernels
+  (``get_function``, called as ``kernel(grid, block, args)``) take device arrays on the
+  current device and NumPy scalars. A host ``np.ndarray`` argument is CuPy's ``TypeError``;
+  an array of another device, which a GPU without peer access would fault on, is a
+  ``RuntimeError`` here. ``STATE.launches`` records ``(kernel, device)`` per launch.
 - ``cupyx``: ``scatter_add``, ``scipy.special.erf``, ``empty_like_pinned``.
 
 ``install(monkeypatch, n_devices)`` puts the double in ``sys.modules`` and resets what
@@ -35,16 +48,6 @@ import weakref
 import numpy as np
 
 
-class _DeviceId:
-    __slots__ = ("id",)
-
-    def __init__(self, idx):
-        self.id = idx
-
-    def __repr__(self):
-        return f"<CUDA Device {self.id}>"
-
-
 def _unwrap(value, allow_host=False):
     """The NumPy value under ``value`` (recursively in lists and tuples); a host array next
     to device ones is CuPy's TypeError."""
@@ -57,15 +60,19 @@ def _unwrap(value, allow_host=False):
     return value
 
 
-def _device_in(values, default):
+def _computing_device(values):
+    """The current device, where CuPy runs an op; a device array of another device among
+    ``values`` (recursively in lists and tuples) is CuPy's error where the devices have no
+    peer access, which the double assumes."""
     for v in values:
         if type(v) is FakeArray:
-            return v._dev
-        if isinstance(v, (list, tuple)):
-            d = _device_in(v, None)
-            if d is not None:
-                return d
-    return default
+            if v._dev != STATE.current:
+                raise ValueError(f"The device where the array resides ({v._dev}) is different "
+                                 f"from the current device ({STATE.current}). Peer access is "
+                                 "unavailable between these devices.")
+        elif isinstance(v, (list, tuple)):
+            _computing_device(v)
+    return STATE.current
 
 
 def _wrap(value, dev):
@@ -95,7 +102,11 @@ class FakeArray:
     # what CuPy arrays have and tracegrad reads ------------------------------------------
     @property
     def device(self):
-        return _DeviceId(self._dev)
+        return _Device(self._dev)
+
+    def copy(self, order="C"):
+        """CuPy's ``copy``: a copy on the current device, from any device."""
+        return FakeArray(self._a.copy(order), STATE.current)
 
     @property
     def __cuda_array_interface__(self):
@@ -125,25 +136,28 @@ class FakeArray:
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if getattr(np, ufunc.__name__, None) is not ufunc:
             return NotImplemented       # CuPy has no kernel for a foreign ufunc
-        dev = _device_in(inputs, self._dev)
+        dev = _computing_device(inputs + tuple(kwargs.values()))
         ins = _unwrap(inputs)
         if "out" in kwargs:
             kwargs["out"] = _unwrap(kwargs["out"])
         return _wrap(getattr(ufunc, method)(*ins, **kwargs), dev)
 
     def __array_function__(self, func, types_, args, kwargs):
-        dev = _device_in(args, self._dev)
+        dev = _computing_device((self, args, tuple(kwargs.values())))
         return _wrap(func(*_unwrap(args), **{k: _unwrap(v) for k, v in kwargs.items()}), dev)
 
     def __getattr__(self, name):
+        if name.startswith("__array_"):     # NumPy would read the host memory through these
+            raise AttributeError(name)
         attr = getattr(self._a, name)
         if not callable(attr):
             return _wrap(attr, self._dev)
 
         @functools.wraps(attr)
         def method(*args, **kwargs):
+            dev = _computing_device((self, args, tuple(kwargs.values())))
             return _wrap(attr(*_unwrap(args), **{k: _unwrap(v) for k, v in kwargs.items()}),
-                         self._dev)
+                         dev)
         return method
 
     def __getitem__(self, key):
@@ -176,8 +190,8 @@ class FakeArray:
 
 def _operator(name):
     def op(self, *args):
-        ufunc_result = getattr(self._a, name)(*_unwrap(args))
-        return _wrap(ufunc_result, _device_in(args, self._dev))
+        dev = _computing_device((self,) + args)
+        return _wrap(getattr(self._a, name)(*_unwrap(args)), dev)
     op.__name__ = name
     return op
 
@@ -229,6 +243,7 @@ class _State:
         self.allocator = None
         self.pinned = set()
         self.synchronized = 0
+        self.launches = []      # (kernel name, device) of each RawModule kernel launch
 
 
 STATE = _State()
@@ -252,6 +267,9 @@ class _Device:
 
     def use(self):
         STATE.current = self.id
+
+    def __repr__(self):
+        return f"<CUDA Device {self.id}>"
 
     def synchronize(self):
         STATE.synchronized += 1
@@ -366,14 +384,20 @@ class _Generator:
         self._dev = STATE.current
         self.bit_generator = _BitGenerator(self._rng)
 
+    def _drawn(self, a):
+        """``a`` on the generator's device, which must be the current one (its state is
+        there, and its kernels run on the current device)."""
+        _computing_device([FakeArray(np.empty(0), self._dev)])
+        return FakeArray(np.asarray(a), self._dev)
+
     def random(self, size=None, dtype=np.float64):
-        return FakeArray(np.asarray(self._rng.random(size, dtype=dtype)), self._dev)
+        return self._drawn(self._rng.random(size, dtype=dtype))
 
     def standard_normal(self, size=None, dtype=np.float64):
-        return FakeArray(np.asarray(self._rng.standard_normal(size, dtype=dtype)), self._dev)
+        return self._drawn(self._rng.standard_normal(size, dtype=dtype))
 
     def integers(self, low, high=None, size=None, dtype=np.int64):
-        return FakeArray(np.asarray(self._rng.integers(low, high, size, dtype=dtype)), self._dev)
+        return self._drawn(self._rng.integers(low, high, size, dtype=dtype))
 
 
 class _Namespace(types.ModuleType):
@@ -401,7 +425,7 @@ class _Namespace(types.ModuleType):
 def _function(fn):
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        dev = _device_in(list(args) + list(kwargs.values()), STATE.current)
+        dev = _computing_device((args, tuple(kwargs.values())))
         return _wrap(fn(*_unwrap(args), **{k: _unwrap(v) for k, v in kwargs.items()}), dev)
     return call
 
@@ -420,11 +444,17 @@ class _UFunc:
 
 
 def _asarray(a, dtype=None, order=None):
+    # CuPy's asarray hands back a device array as it is, on whatever device holds it: only
+    # ndarray.copy() (and cupy.array) copy onto the current device
     if type(a) is FakeArray:
-        if a._dev == STATE.current:
-            return a if dtype is None or a.dtype == dtype else a.astype(dtype)
-        return FakeArray(np.array(a._a, dtype=dtype), STATE.current)     # peer copy
+        return a if dtype is None or a.dtype == dtype else a.astype(dtype)
     return FakeArray(np.array(a, dtype=dtype), STATE.current)
+
+
+def _array(a, dtype=None, copy=True, order=None):
+    if type(a) is FakeArray and copy:
+        return FakeArray(np.array(a._a, dtype=dtype), STATE.current)     # onto the current one
+    return _asarray(a, dtype)
 
 
 def _asnumpy(a, stream=None):
@@ -439,6 +469,48 @@ def _empty_like_pinned(a, dtype=None):
 
 def _scatter_add(out, key, values):
     np.add.at(_unwrap(out), _unwrap(key, allow_host=True), _unwrap(values))
+
+
+class _RawModule:
+    """``cupy.RawModule(code=...)`` on the emulation: built by g++ for each device it is
+    used on, as CuPy compiles and loads a module per device (see the module docstring)."""
+
+    def __init__(self, *, code, options=(), **_):
+        self.code, self.options = code, options
+        self.loaded = {}        # device -> emulator.EmuRawModule
+
+    def on_current_device(self):
+        from cuda_emulation import emulator
+        module = self.loaded.get(STATE.current)
+        if module is None:
+            module = self.loaded[STATE.current] = emulator.EmuRawModule(self.code, self.options)
+        return module
+
+    def get_function(self, name):
+        self.on_current_device().get_function(name)     # CuPy loads the kernel here
+        return _RawKernel(self, name)
+
+
+class _RawKernel:
+    """A kernel of a ``_RawModule``: it runs on the current device, as CuPy's does."""
+
+    def __init__(self, module, name):
+        self.module, self.name = module, name
+
+    def __call__(self, grid, block, args, shared_mem=0):
+        arrays = []
+        for a in args:
+            if type(a) is FakeArray:
+                if a._dev != STATE.current:
+                    raise RuntimeError(f"cudaErrorIllegalAddress: kernel {self.name} launched on "
+                                       f"device {STATE.current} was given an array of device "
+                                       f"{a._dev}")
+                a = a._a
+            elif not isinstance(a, (np.generic, int, float, bool)):
+                raise TypeError(f"Unsupported type {type(a)}")
+            arrays.append(a)
+        STATE.launches.append((self.name, STATE.current))
+        self.module.on_current_device().get_function(self.name)(grid, block, arrays, shared_mem)
 
 
 def make_modules():
@@ -456,8 +528,9 @@ def make_modules():
     random = types.ModuleType("cupy.random")
     random.default_rng = _Generator
     cp = _Namespace("cupy", np, {
-        "ndarray": FakeArray, "asarray": _asarray, "array": _asarray, "asnumpy": _asnumpy,
+        "ndarray": FakeArray, "asarray": _asarray, "array": _array, "asnumpy": _asnumpy,
         "cuda": cuda, "random": random, "get_default_memory_pool": lambda: STATE.pool,
+        "RawModule": _RawModule,
         "__fake__": True})
     cupyx = types.ModuleType("cupyx")
     cupyx.scatter_add = _scatter_add

@@ -6,9 +6,8 @@
   compile tests, the property test's programs) is compiled by nvcc, all in one go.
 - Kernels run on the CPU through ``cuda_emulation/cuda_emu.h`` (a test double of a GPU:
   one OS thread a CUDA thread): each kernel of a set of programs against the NumPy tier's
-  kernel on the same arrays, through the real launcher (``CudaKernel``); and whole compiled
-  functions, forward and backward, against eager, through the real CUDA tier, with
-  ``EmuRawModule`` in place of ``cupy.RawModule`` and NumPy arrays in place of CuPy's.
+  kernel on the same arrays, through the real launcher (``CudaKernel``). Whole compiled
+  functions run on the emulation in ``test_cuda_compiled.py``, on the strict CuPy double.
 - Without CuPy, ``backend="cuda"`` raises the device's error; tests that need a real GPU
   skip with the reason.
 """
@@ -17,9 +16,7 @@ import importlib
 import importlib.util
 import shutil
 import subprocess
-import sys
 import textwrap
-import types
 
 import numpy as np
 import pytest
@@ -27,9 +24,7 @@ import pytest
 import tracegrad as tg
 from tracegrad.codegen import cuda
 from tracegrad.codegen.cuda_launch import CudaKernel, CudaModule
-from tracegrad.runtime import cuda_tier
 from tracegrad.symbolic import substitute
-from tracegrad.tensor import Tensor
 
 from cuda_emulation import collect, emulator
 
@@ -301,31 +296,8 @@ def test_emulated_kernels_match_the_numpy_tier(emulated, name, max_blocks, monke
     assert kinds <= {"elements", "rows"}
 
 
-# whole compiled functions on the emulated tier -----------------------------------------------
-
-class DeviceArray(np.ndarray):
-    """NumPy memory that the tier takes for a GPU's (a test double of a CuPy array)."""
-
-    @property
-    def device(self):
-        return types.SimpleNamespace(id=0)
-
-
-@pytest.fixture
-def emulated_gpu(monkeypatch):
-    """CuPy as ``emulator.fake_cupy()``, and ``DeviceArray`` data as on a GPU."""
-    fake = emulator.fake_cupy()
-    monkeypatch.setitem(sys.modules, "cupy", fake)     # the driver's ``import cupy as np``
-    monkeypatch.setattr(device, "cupy", lambda: fake)
-    monkeypatch.setattr(cuda_tier, "on_gpu", lambda a: isinstance(a, DeviceArray))
-    return fake
-
-
-def on_gpu(t):
-    """``t``'s copy whose data is a ``DeviceArray`` (as ``t.cuda()`` would be)."""
-    d = Tensor._make(np.array(t._data).view(DeviceArray))
-    return d.requires_grad_(t.requires_grad)
-
+# (whole compiled functions on the emulation: test_cuda_compiled.py, on the strict CuPy
+# double; the real-GPU tests below run this program)
 
 def _mlp(x, w, b):
     h = tg.tanh(x @ w + b)
@@ -338,65 +310,6 @@ def _mlp_args(n, dt=tg.float32, seed=0):
             for s, rg in (((n, 5), False), ((5, 4), True), ((4,), True))]
 
 
-def _check_against_eager(c, fn, args, rtol):
-    dev = [on_gpu(a) for a in args]
-    got = c(*dev)
-    got.backward()
-    want = fn(*args)
-    want.backward()
-    np.testing.assert_allclose(np.asarray(got._data), want.detach().numpy(), rtol=rtol)
-    for d, a in zip(dev, args):
-        if a.requires_grad:
-            np.testing.assert_allclose(np.asarray(d.grad._data), a.grad.numpy(), rtol=rtol,
-                                       atol=rtol)
-
-
-@needs_gxx
-@pytest.mark.parametrize("dt", [tg.float32, tg.float64])
-def test_compiled_function_runs_on_the_emulated_cuda_tier(emulated_gpu, dt, tmp_path,
-                                                          monkeypatch):
-    monkeypatch.setenv("TRACEGRAD_DUMP", str(tmp_path))
-    c = tg.compile(_mlp, backend="cuda")
-    rtol = 1e-5 if dt is tg.float32 else 1e-12
-    for seed in (0, 1):        # the second call is a cache hit
-        _check_against_eager(c, _mlp, _mlp_args(6, dt, seed), rtol)
-    assert c.stats["compiles"] == 1 and c.stats["cache_hits"] == 1
-    v = c._last
-    assert (v.device, v.tier) == ("cuda", "cuda")
-    assert v.cuda_kernels == [k.name for k in v.kernel_ir]
-    assert "import cupy as np" in c.code and "// ---- the CUDA tier ----" in c.code
-    assert 'extern "C" __global__ void backward_fused0_combine(' in c.code
-    assert (tmp_path / f"{v.label}.cu").read_text() == v.cuda_source
-    module = emulator.EmuRawModule.modules[-1]
-    assert module.code == v.cuda_source
-    launched = {name for name, k in module.functions.items() if k.launches}
-    assert {"forward_fused0", "forward_fused0_combine", "backward_fused0",
-            "backward_fused0_combine"} <= launched
-    assert "on the CUDA tier" in c.explain() and "tier: cuda" in str(c.kernels)
-
-
-@needs_gxx
-def test_dynamic_sizes_on_the_emulated_cuda_tier(emulated_gpu):
-    c = tg.compile(_mlp, backend="cuda", dynamic=True)
-    for n in (6, 9, 13):
-        _check_against_eager(c, _mlp, _mlp_args(n), 1e-5)
-    assert c.stats["compiles"] <= 2 and "s0" in c._last.cuda_source
-
-
-@needs_gxx
-def test_cpu_and_cuda_variants_of_one_function_coexist(emulated_gpu):
-    c = tg.compile(_mlp, backend="auto")       # each variant on its tensors' device
-    cpu, gpu = _mlp_args(6), _mlp_args(6)
-    out_cpu = c(*cpu)
-    v_cpu = c._last
-    _check_against_eager(c, _mlp, gpu, 1e-5)
-    v_gpu = c._last
-    assert c(*cpu).item() == out_cpu.item() and c._last is v_cpu
-    assert (v_cpu.device, v_gpu.device, v_gpu.tier) == ("cpu", "cuda", "cuda")
-    assert v_cpu.signature != v_gpu.signature and c.stats["compiles"] == 2
-    assert "import numpy as np" in v_cpu.code and v_cpu.cuda_source is None
-
-
 # errors --------------------------------------------------------------------------------------
 
 def test_cuda_backend_without_cupy_raises_the_device_error():
@@ -405,13 +318,6 @@ def test_cuda_backend_without_cupy_raises_the_device_error():
     c = tg.compile(lambda x: x * 2, backend="cuda")
     with pytest.raises(RuntimeError, match=r"compile\(backend='cuda'\).*CuPy is not installed"):
         c(tg.ones(3))
-
-
-def test_cuda_backend_with_cpu_tensors_raises(emulated_gpu):
-    c = tg.compile(lambda x, y: x * y, backend="cuda")
-    with pytest.raises(RuntimeError, match=r"compile\(backend='cuda'\).*tensors on the CPU "
-                                           r"\(tensor argument\(s\) 0, 1 of 2\)"):
-        c(tg.ones(3), tg.ones(3))
 
 
 # a real GPU ----------------------------------------------------------------------------------

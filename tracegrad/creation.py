@@ -4,7 +4,7 @@ import numbers
 import numpy as np
 
 from . import _hooks, dtypes
-from .device import (as_device, cupy, device_of, device_or_default, loaded_cupy,
+from .device import (as_device, cupy, device_of, device_or_default, loaded_cupy, on_device,
                      to_device, xp_for)
 from .symbolic import SymInt
 from .tensor import Tensor
@@ -128,10 +128,12 @@ def _finish(array, dtype, device, requires_grad, traced=True, shape=None, fill=N
 
 def _drawn(generator, draw, dist, size, dtype, device, requires_grad, **params):
     """A random tensor; inside tracegrad.compile it stays a random op (fresh every call)."""
-    gen = _generator_for(generator, device_or_default(device))
+    dev = device_or_default(device)
+    gen = _generator_for(generator, dev)
     tracer = _hooks.tracer
     state = gen.get_state() if tracer is not None else None
-    t = _finish(draw(gen.rng), dtype, device, requires_grad, traced=False)
+    with on_device(dev):    # a generator's state lives on its device: it draws (and casts) there
+        t = _finish(draw(gen.rng), dtype, device, requires_grad, traced=False)
     if tracer is not None:
         shape = tuple(size) if len(size) == t.ndim else tuple(t.shape)     # sizes asked for
         tracer.drawn(t, gen, state, dist=dist, shape=shape, dtype=t.dtype, **params)
@@ -225,9 +227,12 @@ def _size(size):
 
 def _filled(fill, size, dtype, device, requires_grad, default=None):
     dt = dtypes.as_dtype(dtype) if dtype is not None else (default or dtypes.get_default_dtype())
-    xp = xp_for(device_or_default(device))
+    dev = device_or_default(device)
     size = _size(size)
-    array = xp.full(size, fill, dtype=dt.np) if fill is not None else xp.empty(size, dtype=dt.np)
+    with on_device(dev):        # a GPU's arrays are made on the current one
+        xp = xp_for(dev)
+        array = xp.full(size, fill, dtype=dt.np) if fill is not None else \
+            xp.empty(size, dtype=dt.np)
     return _finish(array, None, device, requires_grad, shape=size,
                    fill=0 if fill is None else fill)
 
@@ -328,8 +333,9 @@ def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=N
 def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
     dev = device_or_default(device)
     rng = _generator_for(generator, dev).rng
-    perm = rng.permutation(n) if dev.type == "cpu" else cupy().argsort(rng.random(n))
-    return _finish(perm, dtype or dtypes.int64, device, requires_grad)
+    with on_device(dev):    # drawn and sorted where the generator lives
+        perm = rng.permutation(n) if dev.type == "cpu" else cupy().argsort(rng.random(n))
+        return _finish(perm, dtype or dtypes.int64, device, requires_grad)
 
 
 def rand_like(input, *, dtype=None, device=None, requires_grad=False):

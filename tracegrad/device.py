@@ -8,6 +8,7 @@ one clear error, and nothing else changes.
 An op that touches a cuda array checks, as PyTorch does, that all its tensors
 live on one device (``one_device``): only ops on the GPU path pay for it.
 """
+import contextlib
 import threading
 
 import numpy as np
@@ -225,9 +226,17 @@ def to_device(array, dev):
     if dev.index >= cp.cuda.runtime.getDeviceCount():
         raise RuntimeError(f"CUDA error: invalid device ordinal (asked for {dev})")
     with cp.cuda.Device(dev.index):
-        if type(array) is not np.ndarray and array.device.id == dev.index:
+        if type(array) is np.ndarray:
+            return cp.asarray(array)
+        if array.device.id == dev.index:
             return array
-        return cp.asarray(array)
+        return array.copy()     # another GPU's: CuPy's asarray would hand it back as it is
+
+
+def on_device(dev):
+    """A block in which ``dev`` is CuPy's current device (CuPy allocates and launches on the
+    current one); nothing for the CPU."""
+    return contextlib.nullcontext() if dev.type == "cpu" else cupy().cuda.Device(dev.index)
 
 
 def xp_for(dev):

@@ -389,9 +389,10 @@ def infer_aval(op, inputs, params):
 
 # the reference interpreter -----------------------------------------------------------------
 
-def evaluate(graph, args, sizes=None):
+def evaluate(graph, args, sizes=None, device=None):
     """Run ``graph`` on tensors through the eager ops (so autograd records it); ``sizes``
-    (symbol -> int) gives a dynamic graph's symbolic sizes their values for this call."""
+    (symbol -> int) gives a dynamic graph's symbolic sizes their values for this call;
+    ``device`` (a GPU's): where the constants go (a constant is kept on the host)."""
     from .symbolic import substitute
     env = dict(zip(graph.inputs, args))
     for n in graph.nodes:
@@ -399,7 +400,9 @@ def evaluate(graph, args, sizes=None):
         params = n.params
         if sizes:
             ins, params = substitute(ins, sizes), substitute(params, sizes)
-        env[n.out] = bind(n.prim, *ins, **params)
+        out = env[n.out] = bind(n.prim, *ins, **params)
+        if device is not None and n.prim.kind == "source":
+            env[n.out] = out.to(device)
     return [env[v] for v in graph.outputs]
 
 

@@ -28,6 +28,7 @@ import numpy as np
 
 from . import _hooks
 from .autograd import grad_mode
+from .device import CPU, to_device
 from .ir import Const, Graph, Node, Value, infer_aval
 from .ops.core import Aval, op_error, user_frame
 from .symbolic import Specialize, SymInt, concrete, symbols_in
@@ -230,7 +231,9 @@ class Tracer:
             c = self.add("constant", [], {"value": Const(np.array(fill, t._data.dtype))})
             self.bind_value(t, self.add("broadcast_to", [c], {"shape": tuple(shape)}))
             return
-        self.bind_value(t, self.add("constant", [], {"value": Const(t._data.copy())}))
+        data = t._data      # a constant is kept on the host; a GPU variant moves it once
+        host = data.copy() if type(data) is np.ndarray else to_device(data, CPU)
+        self.bind_value(t, self.add("constant", [], {"value": Const(host)}))
 
     def drawn(self, t, generator, state_before, **params):
         if id(generator) not in self.rngs:

@@ -54,7 +54,12 @@ def accumulate_grad(var, grads, create_graph):
 
 def _copy_of(g):
     t = g.detach()
-    t._data = g._data.copy()    # never alias a gradient another leaf may receive
+    d = g._data
+    if type(d) is np.ndarray:
+        t._data = d.copy()      # never alias a gradient another leaf may receive
+    else:
+        with d.device:          # CuPy copies onto the current device: make it the gradient's
+            t._data = d.copy()
     return t
 
 
@@ -70,7 +75,8 @@ def _add_in_place(old, new):
         return True
     if old.dtype != new.dtype:
         return False
-    old += new          # a CuPy array
+    with old.device:    # a CuPy array: its kernel runs on the current device
+        old += new
     return True
 
 

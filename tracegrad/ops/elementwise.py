@@ -453,10 +453,12 @@ clamp_p = Primitive(
 
 
 def _convert_impl(xp, x, dtype, device, src_device):
-    if device is not None and device != src_device:
-        x = to_device(x, device)
+    # cast where the data is (a GPU source is CuPy's current device), then copy: a cast after
+    # the copy would run on the current device, not the destination
     if dtype is not None and x.dtype != dtype.np:
         x = x.astype(dtype.np)
+    if device is not None and device != src_device:
+        x = to_device(x, device)
     return x
 
 
