@@ -291,3 +291,19 @@ def test_reads_sees_loads_of_parameters_only_before_they_are_assigned():
 def test_the_table_passes_the_check():
     for prim in PRIMITIVES.values():
         declare.check_vjp_reads(prim)
+
+
+@pytest.mark.parametrize("rule, positional", [
+    (lambda g, x, out: g * 3 * out / x, True),          # the usual shape: out after the inputs
+    (lambda g, x, *, out: g * 3 * out / x, False),      # keyword-only: passed by keyword
+    (lambda g, x, out, **params: g * 3 * out / x, True),
+])
+def test_backward_passes_out_by_position_only_where_every_rule_takes_it(declared, rule,
+                                                                        positional):
+    prim = declared("cube_test", impl=lambda xp, x: x * x * x, dtype=promote,
+                    shape=same_shape, vjp=(rule,), saves=("self", "result"), kind="other",
+                    public=True)
+    assert prim.out_positional is positional
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    cube_test(x).sum().backward()  # noqa: F821
+    assert x.grad.tolist() == [3.0, 12.0]

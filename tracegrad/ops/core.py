@@ -44,7 +44,7 @@ from ..autograd.anomaly_mode import _Anomaly, forward_stack
 from ..autograd.graph import FREED_ERROR, Node, SavedTensor, _seq, grad_accumulator
 from ..tensor import Tensor
 from ..dtypes import result_type
-from .declare import check_vjp_reads, install_method
+from .declare import check_vjp_reads, install_method, out_is_positional
 from .rules import float_promote
 
 _gm = grad_mode._state
@@ -158,6 +158,7 @@ class Primitive:
         # of an unsaved input, which they then receive as an Aval.
         self.reads_avals = kind != "elementwise"
         check_vjp_reads(self)
+        self.out_positional = out_is_positional(self)
         cls_name = node or "".join(p.capitalize() for p in name.split("_")) + "Backward0"
         self.node_cls = type(cls_name, (PrimNode,), {"__slots__": ()}) if vjp else None
         self.public = name if public is True else public or None
@@ -287,6 +288,10 @@ class PrimNode(Node):
         params = self.params
         if prim.vjp_all:         # one rule for all inputs (variadic primitives)
             raw = prim.vjp(g, *ins, out=out, **params)
+        elif prim.out_positional and not params:    # the commonest call, the cheapest way
+            raw = []
+            for rule, (fn, _) in zip(prim.vjp, nexts):
+                raw.append(None if fn is None or rule is None else rule(g, *ins, out))
         else:
             raw = []
             for rule, (fn, _) in zip(prim.vjp, nexts):

@@ -15,6 +15,7 @@ what eager autograd does not save fails there instead of in someone's backward p
 """
 import dis
 import functools
+import inspect
 
 from ..tensor import Tensor
 
@@ -101,6 +102,27 @@ def _input_params(rule, n):
     if code.co_flags & 0x04:               # CO_VARARGS: the name after the named params
         star = code.co_varnames[code.co_argcount + code.co_kwonlyargcount]
     return [positional[1 + i] if 1 + i < len(positional) else None for i in range(n)], star
+
+
+def out_is_positional(prim):
+    """Whether every VJP rule of ``prim`` takes ``out`` as the positional parameter after the
+    inputs (``lambda g, a, b, out: ...``): eager backward then passes it by position, which
+    is cheaper than by keyword."""
+    if prim.vjp is None or callable(prim.vjp):
+        return False
+    n = 1 + len(prim.args)
+    for rule in prim.vjp:
+        if rule is None:
+            continue
+        try:
+            ps = list(inspect.signature(rule).parameters.values())
+        except (TypeError, ValueError):
+            return False
+        if any(a.startswith("*") for a in prim.args) or len(ps) <= n or ps[n].name != "out" \
+                or any(q.kind not in (q.POSITIONAL_ONLY, q.POSITIONAL_OR_KEYWORD)
+                       for q in ps[:n + 1]):
+            return False
+    return True
 
 
 def check_vjp_reads(prim):
