@@ -38,7 +38,8 @@ SYSTEMS = ("tracegrad compiled", "tracegrad c", "tracegrad numpy", "tracegrad ea
 # tier once built in the background); the other two pin one tier
 TG_BACKENDS = {"tracegrad compiled": "auto", "tracegrad c": "c", "tracegrad numpy": "numpy"}
 TOLERANCE = 1e-3                 # max rel error below which a system's time counts
-OPTIONAL_MODULES = ("torch", "jax", "jaxlib", "cupy")   # a system needing one that is absent is skipped
+# a system needing one of these that is absent is skipped
+OPTIONAL_MODULES = ("torch", "jax", "jaxlib", "cupy")
 GELU_C, GELU_K = 0.7978845608, 0.044715
 W1_SIZES = {"W1_1M": 1_000_000, "W1_10M": 10_000_000}
 

@@ -9,9 +9,10 @@ language does not take still runs on the GPU. ``TRACEGRAD_DUMP`` writes the sour
 ``<label>.cu``. ``place(variant, constants)`` ties the variant to its GPU (one variant a
 device: the guard signature holds the device index): its large constants copied there once
 when it is built, its driver run with that GPU current. The build is synchronous: the
-first call waits for NVRTC (CuPy's disk cache makes later processes' builds quick). ``check(backend, tensors, label)`` is the error
-for ``backend="cuda"`` where it cannot run: without CuPy or a GPU, or with tensors on the
-CPU (compile does not move data, as ``torch.compile`` does not).
+first call waits for NVRTC (CuPy's disk cache makes later processes' builds quick).
+``check(backend, tensors, label)`` is the error for ``backend="cuda"`` where it cannot
+run: without CuPy or a GPU, or with tensors on the CPU (compile does not move data, as
+``torch.compile`` does not).
 """
 import os
 import time
