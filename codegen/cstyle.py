@@ -60,6 +60,23 @@ EXPENSIVE = frozenset({"exp", "log", "log1p", "expm1", "tanh", "sigmoid", "erf",
                        "pow", "pow_scalar", "sqrt", "rsqrt"})
 
 
+def signature(head, params, width=100):
+    """``head(params)``: on one line where it fits in ``width`` columns (with the `` {`` that
+    opens the body), else with the parameters wrapped under the opening parenthesis."""
+    line = f"{head}({', '.join(params)})"
+    if len(line) + 2 <= width:
+        return line
+    indent, lines, cur = " " * (len(head) + 1), [], f"{head}("
+    for i, p in enumerate(params):
+        piece = p + ("," if i < len(params) - 1 else ")")
+        if not cur.endswith("(") and len(cur) + 1 + len(piece) + 2 > width:
+            lines.append(cur)
+            cur = indent + piece
+        else:
+            cur += piece if cur.endswith("(") else " " + piece
+    return "\n".join(lines + [cur])
+
+
 class Unsupported(Exception):
     """The kernel has something this language does not render; it stays on NumPy."""
 
@@ -268,7 +285,7 @@ class _Writer:
         self.emit(f"// {k.label}: {k.op_names()}; one pass over "
                   f"[{','.join(map(str, k.domain))}]")
         params += [f"const int64_t {s}" for s in self.symbols]
-        self.open(f"void {k.name}({', '.join(params + ['int nt'])})")
+        self.open(signature(f"void {k.name}", params + ["int nt"]))
         for p in k.partials:        # one accumulator set per thread, combined in order
             n, acc = self.c(p.name), lang.ctype(p.acc_dtype)
             count = self.part_size(p)

@@ -24,7 +24,7 @@ import math
 
 from tracegrad.symbolic import substitute
 
-from .cstyle import Language, Unsupported, _C_KEYWORDS, _Writer
+from .cstyle import Language, Unsupported, _C_KEYWORDS, _Writer, signature
 from .kernel import Reduce
 
 THREADS = 256           # threads a block (a row's block: fewer for a short row, 32 at least)
@@ -155,7 +155,7 @@ class _CudaWriter(_Writer):
                              [(self.part_size(p), p.acc_dtype.np) for p in k.partials],
                              self.symbols, combine)
         self.emit(f"// {k.label}: {k.op_names()}; one pass over [{domain}], {how}")
-        self.open(f'extern "C" __global__ void {k.name}({", ".join(params)})')
+        self.open(signature(f'extern "C" __global__ void {k.name}', params))
         shared_at = len(self.lines)
         if flat:
             self.flat_loop(ops)
@@ -298,7 +298,7 @@ class _CudaWriter(_Writer):
         params += ["const long long blocks"] + [f"const long long {s}" for s in self.symbols]
         self.emit(f"// {k.label}'s reductions over the rows: the blocks' parts, combined in "
                   f"block order")
-        self.open(f'extern "C" __global__ void {k.name}_combine({", ".join(params)})')
+        self.open(signature(f'extern "C" __global__ void {k.name}_combine', params))
         for p in k.partials:
             n, count = self.c(p.name), self.part_size(p)
             self.open(f"for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; "

@@ -102,7 +102,8 @@ def test_reduction_over_every_element_text_is_pinned():
 
     assert pinned(total, tg.randn(1000, dtype=tg.float64)) == textwrap.dedent("""\
         // fused0: mul sum; one pass over [1000], one thread an element
-        extern "C" __global__ void forward_fused0(const double *__restrict__ x_, double *__restrict__ out_parts) {
+        extern "C" __global__ void forward_fused0(const double *__restrict__ x_,
+                                                  double *__restrict__ out_parts) {
           __shared__ double tg_red_double[33];  // a block reduction's warps, then its result
           double out_acc = 0.0;
           for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < 1000; j += gridDim.x * (long long)blockDim.x) {
@@ -115,7 +116,9 @@ def test_reduction_over_every_element_text_is_pinned():
         }
 
         // fused0's reductions over the rows: the blocks' parts, combined in block order
-        extern "C" __global__ void forward_fused0_combine(const double *__restrict__ out_parts, double *__restrict__ out_, const long long blocks) {
+        extern "C" __global__ void forward_fused0_combine(const double *__restrict__ out_parts,
+                                                          double *__restrict__ out_,
+                                                          const long long blocks) {
           for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < 1; i += gridDim.x * (long long)blockDim.x) {
             double total = out_parts[i];
             for (long long b = 1; b < blocks; b++) total = total + out_parts[b * 1 + i];
@@ -130,7 +133,9 @@ def test_dynamic_sizes_text_is_pinned():
 
     assert pinned(rowsum, tg.randn(5, 3), tg.randn(3), dynamic=True) == textwrap.dedent("""\
         // fused0: mul sum; one pass over [s0,s1], one block a row
-        extern "C" __global__ void forward_fused0(const float *__restrict__ x_, const float *__restrict__ b_, float *__restrict__ out_, const long long s0, const long long s1) {
+        extern "C" __global__ void forward_fused0(const float *__restrict__ x_,
+                                                  const float *__restrict__ b_, float *__restrict__ out_,
+                                                  const long long s0, const long long s1) {
           __shared__ double tg_red_double[33];  // a block reduction's warps, then its result
           for (long long o = blockIdx.x; o < s0; o += gridDim.x) {
             const long long n = s1;

@@ -69,7 +69,8 @@ def test_c_text_is_pinned():
     line = f.__code__.co_firstlineno
     assert fn == textwrap.dedent(f"""\
         // fused0: mul sub relu; one pass over [4,3]
-        void forward_fused0(const float *restrict x_, const float *restrict b_, float *restrict out_, int nt) {{
+        void forward_fused0(const float *restrict x_, const float *restrict b_, float *restrict out_,
+                            int nt) {{
           {{  // one thread: 12 elements, fewer than 524288
             for (int64_t o = 0; o < 4; o++) {{
               const int64_t n = 3;

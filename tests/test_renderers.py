@@ -92,7 +92,8 @@ def test_cuda_text_is_pinned():
     src = cuda.CUDA().render_kernel(k, lambda s: s.rsplit("/", 1)[-1])
     assert src == textwrap.dedent(f"""\
         // fused0: mul sigmoid sub; one pass over [4,3], one thread an element
-        extern "C" __global__ void forward_fused0(const float *__restrict__ x_, const float *__restrict__ b_, float *__restrict__ out_) {{
+        extern "C" __global__ void forward_fused0(const float *__restrict__ x_,
+                                                  const float *__restrict__ b_, float *__restrict__ out_) {{
           for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < 12; e += gridDim.x * (long long)blockDim.x) {{
             const long long o = e / 3, j = e % 3;
             const float x = x_[o * 3 + j];
