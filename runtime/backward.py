@@ -42,7 +42,7 @@ class CompiledFunctionBackward(Node):
                                            f"cuda:{v.device_index}")
             return [None if k is None else outs[k] for k in v.grad_index]
         arrays = run_generated(v.backward, [*self.residuals, *[g._data for g in grads]],
-                               v.profile_name, "backward", v.device)
+                               v.profile_name, "backward", v.device_index)
         make, asarray = Tensor._make, v.asarray
         return [None if k is None else make(asarray(arrays[k])) for k in v.grad_index]
 

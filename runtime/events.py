@@ -20,21 +20,21 @@ except ImportError:         # a NumPy without them: the public way
 _NOTHING = contextlib.nullcontext()     # stateless, so one serves every call (and thread)
 
 
-def phase(fn_name, what, prefix="compiled", device="cpu"):
+def phase(fn_name, what, prefix="compiled", gpu=None):
     """``compiled:<fn>:forward`` around generated code, ``compile:<fn>:trace`` around a
     compile phase; nothing unless a profiler is recording. Generated code of a CUDA
-    variant (``device="cuda"``) is also timed on the GPU when the profiler records CUDA."""
+    variant (``gpu``: its GPU's index) is also timed there when the profiler records CUDA."""
     if not profiler._active():
         return _NOTHING
     return profiler.record_function(f"{prefix}:{fn_name}:{what}",
-                                    device="cuda" if device == "cuda" else None)
+                                    device=None if gpu is None else f"cuda:{gpu}")
 
 
-def run_generated(fn, args, fn_name, what, device="cpu"):
+def run_generated(fn, args, fn_name, what, gpu=None):
     """``fn(*args)`` with NumPy's floating-point warnings off, as event ``compiled:<fn>:<what>``
     while a profiler records."""
     if _extobj_contextvar is None or profiler._active():
-        with np.errstate(all="ignore"), phase(fn_name, what, device=device):
+        with np.errstate(all="ignore"), phase(fn_name, what, gpu=gpu):
             return fn(*args)
     token = _extobj_contextvar.set(_make_extobj(all="ignore"))
     try:

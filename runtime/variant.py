@@ -70,7 +70,7 @@ class Variant:
         states = [(g, g.get_state()) for g in self.generators] if self.generators else None
         try:
             outs = run_generated(self.forward, [t._data for t in tensors], self.profile_name,
-                                 "forward", self.device)
+                                 "forward", self.device_index)
         except GuardFailure:
             raise
         except Exception as exc:    # noqa: BLE001 - re-raised naming the user's line

@@ -283,14 +283,16 @@ class _Event:
 
     def record(self, stream=None):
         self.t = time.perf_counter()
+        self.device = STATE.current     # an event belongs to the current device's stream
 
     def synchronize(self):
         pass
 
 
 def _elapsed(start, end):
-    if start.t is None or end.t is None:
-        raise RuntimeError("cudaErrorInvalidResourceHandle: an event was not recorded")
+    if start.t is None or end.t is None or start.device != end.device:
+        raise RuntimeError("cudaErrorInvalidResourceHandle: an event was not recorded, or "
+                           "the two were recorded on different devices")
     return (end.t - start.t) * 1000.0
 
 

@@ -514,6 +514,24 @@ def test_record_function_on_a_device_is_timed_there(fake):
     assert avgs["block"].device_time_total == avgs["exp"].device_time_total > 0
 
 
+def test_profiler_times_each_op_on_its_own_gpu(fake, tmp_path):
+    """An op on cuda:1 with device 0 current is timed by events on cuda:1 (CUDA times a pair
+    of events on one device only), against cuda:1's own reference event."""
+    x0, x1 = tg.randn(8, device="cuda:0"), tg.randn(8, device="cuda:1")
+    tg.cuda.set_device(0)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        x1.exp()
+        x0.tanh()
+        with tg.profiler.record_function("compiled:f:forward", device="cuda:1"):
+            tg.cuda.set_device(0)
+    avgs = {e.key: e for e in prof.key_averages()}
+    assert avgs["exp"].self_device_time_total > 0 and avgs["tanh"].self_device_time_total > 0
+    assert avgs["compiled:f:forward"].self_device_time_total > 0
+    events = json.load(open(prof.export_chrome_trace(str(tmp_path / "t.json"))))["traceEvents"]
+    on_gpus = {e["name"]: e["pid"] for e in events if "device" in e.get("args", {})}
+    assert on_gpus == {"exp": 1, "tanh": 0, "compiled:f:forward": 1}
+
+
 def test_profiler_without_cuda_activity_has_no_cuda_columns(fake):
     x = tg.randn(4, device="cuda")
     with profile(activities=[ProfilerActivity.CPU]) as prof:

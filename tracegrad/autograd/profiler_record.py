@@ -116,6 +116,12 @@ def _user_stack(f, library):
     return out
 
 
+def _index_of(device):
+    """The GPU index of a device ("cuda:N" or a device object), None for plain "cuda"."""
+    text = str(device)
+    return int(text.split(":", 1)[1]) if ":" in text else None
+
+
 class _ThreadState:
     __slots__ = ("stack", "roots", "tid", "lazy")
 
@@ -137,8 +143,9 @@ class Recorder:
         self.with_stack = with_stack
         self.cuda = cuda        # time device work with CUDA events (a GPU is present)
         self._timed = []        # events whose CUDA events are still to be read
-        self._ref = None        # (CUDA event, host ns) recorded together at start: the offset
-        #                         that puts device times on the host clock
+        self._refs = {}         # GPU index -> (CUDA event, host ns) recorded together at its
+        #                         first timed event: the offset that puts its times on the
+        #                         host clock (an event pair is timed on one GPU only)
         self.roots = []         # finished top-level events of all threads, by start
         self.t0 = None          # perf_counter_ns at the first start: times count from here
         self.base_time_ns = 0   # the wall clock then, for the trace
@@ -156,11 +163,7 @@ class Recorder:
             self.t0 = _clock()
             self.base_time_ns = time.time_ns()
         self._threads = {}
-        if self.cuda:
-            cp = loaded_cupy()
-            ref = cp.cuda.Event()
-            ref.record()
-            self._ref = (ref, _clock() - self.t0)
+        self._refs = {}
         self._hook_cm = _hooks.bind_hook_installed(self.on_bind, all_threads=True)
         self._hook_cm.__enter__()
         engine.node_hook = self.on_node
@@ -184,30 +187,41 @@ class Recorder:
         self.roots.sort(key=lambda e: e.start_ns)
 
     # device time ----------------------------------------------------------------------------
-    def _cuda_begin(self, evt):
+    def _cuda_begin(self, evt, index=None):
+        """A CUDA event before ``evt``'s work on GPU ``index`` (None: the current one)."""
         cp = loaded_cupy()
-        start = cp.cuda.Event()
-        start.record()
+        if index is None:
+            index = cp.cuda.runtime.getDevice()
+        with cp.cuda.Device(index):
+            if index not in self._refs:
+                ref = cp.cuda.Event()
+                ref.record()
+                self._refs[index] = (ref, _clock() - self.t0)
+            start = cp.cuda.Event()
+            start.record()
         evt.cuda_events = (start, None)
+        evt.device_index = index
 
     def _cuda_end(self, evt):
         cp = loaded_cupy()
-        end = cp.cuda.Event()
-        end.record()
+        with cp.cuda.Device(evt.device_index):
+            end = cp.cuda.Event()
+            end.record()
         evt.cuda_events = (evt.cuda_events[0], end)
-        evt.device_index = cp.cuda.runtime.getDevice()
         self._timed.append(evt)
 
     def _read_device_times(self):
-        """Wait for the device, then read every pending pair of CUDA events."""
+        """Wait for the devices, then read every pending pair of CUDA events."""
         if not self._timed:
             return
         cp = loaded_cupy()
-        self._timed[-1].cuda_events[1].synchronize()
-        ref, ref_host = self._ref
+        last = {evt.device_index: evt for evt in self._timed}
+        for evt in last.values():
+            evt.cuda_events[1].synchronize()
         elapsed = cp.cuda.get_elapsed_time
         for evt in self._timed:
             start, end = evt.cuda_events
+            ref, ref_host = self._refs[evt.device_index]
             evt.device_ns = int(elapsed(start, end) * 1e6)
             evt.device_start_ns = ref_host + int(elapsed(ref, start) * 1e6)
             evt.cuda_events = None
@@ -226,12 +240,14 @@ class Recorder:
 
     @staticmethod
     def _on_gpu(args, params):
+        """The GPU an op runs on (the first cuda tensor's, as its same-device check makes
+        it), or None for a CPU op."""
         for a in args:
             data = getattr(a, "_data", None)
             if data is not None and type(data) is not np.ndarray:
-                return True
+                return data.device.id
         dev = params.get("device")     # a copy to a GPU
-        return dev is not None and getattr(dev, "type", None) == "cuda"
+        return dev.index if dev is not None and getattr(dev, "type", None) == "cuda" else None
 
     def _state(self):
         ident = threading.get_ident()
@@ -256,9 +272,10 @@ class Recorder:
         st.stack.append(evt)
         t0 = self.t0
         out = None
-        timed = self.cuda and self._on_gpu(args, params)
+        gpu = self._on_gpu(args, params) if self.cuda else None
+        timed = gpu is not None
         if timed:
-            self._cuda_begin(evt)
+            self._cuda_begin(evt, gpu)
         evt.start_ns = _clock() - t0
         try:
             out = inner(prim, args, params)
@@ -312,7 +329,8 @@ class Recorder:
             evt.input_shapes, evt.input_types = [], []
         st.stack.append(evt)
         if self.cuda and device is not None and str(device).startswith("cuda"):
-            self._cuda_begin(evt)       # kernels launched by library code, not through ops
+            # kernels launched by library code, not through ops ("cuda": the current GPU)
+            self._cuda_begin(evt, _index_of(device))
         evt.start_ns = _clock() - self.t0
         return evt
 
