@@ -264,26 +264,20 @@ class PrimNode(Node):
         in_meta = self.in_meta
         last = saved[-1]
         out = last.unpack(self) if last is not None else None
-        if in_meta is not None:
-            pass
-        elif g is not None and g._data.dtype is self._out_meta[0][1] \
-                and g._data.shape == self._out_meta[0][0]:
-            in_meta = _PLAIN    # elementwise, and nothing to undo: see _record
-        else:                   # a gradient of another dtype or shape reached the node
-            m = self._out_meta[0][:2]
-            in_meta = [m if s is None or type(s) is SavedTensor else None for s in saved[:-1]]
+        if in_meta is None:     # elementwise, its tensor inputs all like the output (_record)
+            om = self._out_meta[0]
+            if g is not None and g._data.dtype is om[1] and g._data.shape == om[0]:
+                in_meta = _PLAIN    # nothing to undo
+            else:               # a gradient of another dtype or shape reached the node
+                in_meta = [om[:2] if s is None or type(s) is SavedTensor else None
+                           for s in saved[:-1]]
         ins = []
-        if in_meta is _PLAIN:
-            for s in saved[:-1]:
-                ins.append(s.unpack(self) if type(s) is SavedTensor else s)
-        else:
-            for s, m in zip(saved, in_meta):
-                if type(s) is SavedTensor:
-                    ins.append(s.unpack(self))
-                elif s is not None or m is None or not prim.reads_avals:
-                    ins.append(s)
-                else:           # unsaved input: its shape and dtype are what rules may read
-                    ins.append(Aval(m[0], dtypes.from_numpy(m[1])))
+        for s in saved[:-1]:
+            ins.append(s.unpack(self) if type(s) is SavedTensor else s)
+        if prim.reads_avals:    # an unsaved input: its shape and dtype, which rules may read
+            for i, (s, m) in enumerate(zip(saved, in_meta)):
+                if s is None and m is not None:
+                    ins[i] = Aval(m[0], dtypes.from_numpy(m[1]))
         nexts = self.next_functions
         params = self.params
         if prim.vjp_all:         # one rule for all inputs (variadic primitives)
