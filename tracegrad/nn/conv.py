@@ -4,8 +4,6 @@ Parameters, defaults, initialisation (``kaiming_uniform_(a=sqrt(5))`` on the wei
 uniform in +-1/sqrt(fan_in)), ``padding_mode``, ``extra_repr`` and ``state_dict`` keys follow
 ``torch.nn.Conv2d``; the arithmetic is ``nn.functional``'s.
 """
-import math
-
 from .. import creation
 from ..tensor import Size
 from . import functional as F, init
@@ -74,12 +72,7 @@ class _ConvNd(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
-            if fan_in != 0:
-                bound = 1 / math.sqrt(fan_in)
-                init.uniform_(self.bias, -bound, bound)
+        init._default_affine_(self.weight, self.bias)
 
     def extra_repr(self):
         s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "

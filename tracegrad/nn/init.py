@@ -103,6 +103,17 @@ def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gene
     return uniform_(tensor, -bound, bound, generator)
 
 
+def _default_affine_(weight, bias):
+    """PyTorch's default initialisation of ``nn.Linear`` and the convolutions: the weight
+    ``kaiming_uniform_(a=sqrt(5))``, the bias U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (zeros
+    where fan_in is 0)."""
+    kaiming_uniform_(weight, a=math.sqrt(5))
+    if bias is not None:
+        fan_in, _ = _calculate_fan_in_and_fan_out(weight)
+        bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+        uniform_(bias, -bound, bound)
+
+
 def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
     if 0 in tensor.shape:
         return tensor

@@ -1,6 +1,4 @@
 """``Linear``, ``Identity`` and ``Flatten``: the layers that only reshape or map linearly."""
-import math
-
 from .. import creation
 from . import functional as F, init
 from .module import Module
@@ -37,11 +35,7 @@ class Linear(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
-            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
-            init.uniform_(self.bias, -bound, bound)
+        init._default_affine_(self.weight, self.bias)
 
     def forward(self, input):
         if input.shape[-1:] != (self.in_features,):
