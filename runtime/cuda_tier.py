@@ -24,6 +24,7 @@ from tracegrad.codegen import cuda
 from tracegrad.codegen.cuda_launch import CudaKernel, CudaModule
 from tracegrad.codegen.numpy import site_comment
 from tracegrad.codegen.support import buffer_bytes
+from tracegrad.ops.core import op_error
 
 
 def on_gpu(array):
@@ -44,14 +45,15 @@ def check(backend, tensors, label):
     try:
         cupy()
     except RuntimeError as e:
-        raise RuntimeError(f"compile(backend='cuda'): cannot run {label}: {e}") from None
+        raise op_error("compile(backend='cuda')", f"cannot run {label}: {e}") from None
     on_cpu = [k for k, t in enumerate(tensors) if not on_gpu(t._data)]
     if on_cpu:
-        raise RuntimeError(
-            f"compile(backend='cuda'): {label} was called with tensors on the CPU (tensor "
-            f"argument(s) {', '.join(map(str, on_cpu))} of {len(tensors)}); compile does not "
-            "move data: move them with .cuda() or .to('cuda'), or compile with "
-            "backend='auto' to run them on the CPU")
+        raise op_error(
+            "compile(backend='cuda')",
+            f"{label} was called with tensors on the CPU (tensor argument(s) "
+            f"{', '.join(map(str, on_cpu))} of {len(tensors)}); compile does not move data: "
+            "move them with .cuda() or .to('cuda'), or compile with backend='auto' to run them "
+            "on the CPU")
 
 
 def place(variant, constants):

@@ -321,8 +321,10 @@ def test_cuda_backend_without_cupy_raises_the_device_error():
     if importlib.util.find_spec("cupy") is not None:
         pytest.skip("CuPy is installed")
     c = tg.compile(lambda x: x * 2, backend="cuda")
-    with pytest.raises(RuntimeError, match=r"compile\(backend='cuda'\).*CuPy is not installed"):
+    with pytest.raises(RuntimeError, match=r"compile\(backend='cuda'\).*CuPy is not installed") \
+            as err:
         c(tg.ones(3))
+    assert "(at " in str(err.value) and "c(tg.ones(3))" in str(err.value)    # the user's line
 
 
 # a real GPU ----------------------------------------------------------------------------------

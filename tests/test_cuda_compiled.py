@@ -214,5 +214,7 @@ def test_cpu_and_cuda_variants_of_one_function_coexist(fake):
 def test_cuda_backend_with_cpu_tensors_raises(fake):
     c = tg.compile(lambda x, y: x * y, backend="cuda")
     with pytest.raises(RuntimeError, match=r"compile\(backend='cuda'\).*tensors on the CPU "
-                                           r"\(tensor argument\(s\) 0, 1 of 2\)"):
+                                           r"\(tensor argument\(s\) 0, 1 of 2\)") as err:
         c(tg.ones(3), tg.ones(3))
+    assert "test_cuda_compiled.py" in str(err.value) and "c(tg.ones(3), tg.ones(3))" in \
+        str(err.value)      # the user's call line
