@@ -6,11 +6,12 @@ import re
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
 
-from tracegrad.codegen import build
+from tracegrad.codegen import build, elf
 
 try:
     build.toolchain()
@@ -182,3 +183,120 @@ def test_missing_libmvec_falls_back_to_libm(monkeypatch, tmp_path_factory):
         pytest.skip("this compiler has no libmvec to fall back from")
     assert add1(build.build(ADD1, "add1"))(1.0) == 2.0
     assert "-lmvec" not in build.toolchain()[2] and "-lm" in build.toolchain()[2]
+
+
+# faults: the checks before a load, timeouts, a compiler remembered, temporary files -------------
+
+def fake(tmp_path_factory, name, body):
+    """A compiler script: probes go to the real compiler, `body` handles compiles ($out is the
+    library it is asked for); each run appends a line to <its folder>/runs."""
+    folder = tmp_path_factory.mktemp("bin")
+    path = folder / name
+    path.write_text(f'#!/bin/sh\necho "$@" >> {folder}/runs\n'
+                    f'case "$1" in --version|-print-file-name=*) exec "{build.toolchain()[0]}" '
+                    f'"$@";; esac\nout=""; prev=""\n'
+                    'for a in "$@"; do [ "$prev" = -o ] && out="$a"; prev="$a"; done\n'
+                    + body.replace("REAL", build.toolchain()[0]))
+    path.chmod(0o755)
+    return str(path), folder / "runs"
+
+
+def test_a_truncated_fresh_library_is_never_loaded_and_the_compiler_is_dropped(
+        cache, monkeypatch, tmp_path_factory):
+    cc, runs = fake(tmp_path_factory, "truncating", 'REAL "$@" || exit\n'
+                    'head -c 2000 "$out" > "$out.x" && mv "$out.x" "$out"\n')
+    monkeypatch.setenv("CC", cc)
+    with pytest.raises(build.BadLibrary, match=r"exited 0, but the library it wrote for "
+                                               r"add1-\w+ is truncated \(2000 of \d+ bytes\)"):
+        build.build(ADD1, "add1", symbols=["add1"])
+    assert [f for f in entries(cache) if not f.endswith(".c")] == []
+    compiles = len(runs.read_text().splitlines())
+    with pytest.raises(build.BadLibrary, match="is truncated"):     # at once, remembered
+        build.build("int other(void) { return 2; }\n", "other")
+    assert len(runs.read_text().splitlines()) == compiles
+
+
+def test_a_cached_entry_without_the_symbol_is_rebuilt(cache):
+    lib = build.build(ADD1, "add1", symbols=["add1"])
+    foreign = build.build("int unrelated(void) { return 1; }\n", "foreign")
+    os.replace(foreign._name, lib._name)    # an entry that loads, but is not add1's
+    out = json.loads(subprocess.run(
+        [sys.executable, "-c", CHILD.replace('b.build(sys.argv[1], sys.argv[2])',
+                                             'b.build(sys.argv[1], sys.argv[2], ["add1"])'),
+         ADD1, "add1"], capture_output=True, text=True, timeout=60, check=True).stdout)
+    assert out["add1"] == 42.0
+    assert out["stats"]["rejected_from_cache"] == 1 and out["stats"]["compiled"] == 1
+    assert elf.problem(lib._name, ["add1"]) is None
+
+
+def test_a_timeout_kills_the_compilers_whole_process_group(cache, monkeypatch,
+                                                           tmp_path_factory):
+    folder = tmp_path_factory.mktemp("pids")
+    cc, _ = fake(tmp_path_factory, "hanging",
+                 f'echo $$ >> {folder}/pids\nsleep 60 &\necho $! >> {folder}/pids\nwait\n')
+    monkeypatch.setenv("CC", cc)
+    monkeypatch.setenv("TRACEGRAD_BUILD_TIMEOUT", "0.5")
+    start = time.monotonic()
+    with pytest.raises(build.BuildError, match=r"did not finish in 0.5 s"):
+        build.build(ADD1, "add1")
+    with pytest.raises(build.BuildError, match=r"did not finish in 0.5 s"):    # remembered
+        build.build("int other(void) { return 2; }\n", "other")
+    assert time.monotonic() - start < 10
+    pids = [int(p) for p in (folder / "pids").read_text().split()]
+    assert len(pids) == 2
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(_running(p) for p in pids):
+        time.sleep(0.05)
+    assert not any(_running(p) for p in pids), "the compiler's child outlived the timeout"
+    assert not [f for f in entries(cache) if f.endswith((".so", ".tmp"))]
+
+
+def _running(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return not re.search(r"^State:\s+Z", f.read(), re.M)
+    except FileNotFoundError:
+        return False
+
+
+def test_a_failed_probe_is_remembered_and_never_waited_for(monkeypatch, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("bin")
+    cc = folder / "broken"
+    cc.write_text(f'#!/bin/sh\necho run >> {folder}/runs\necho "broken: bad install" >&2\n'
+                  'exit 1\n')
+    cc.chmod(0o755)
+    monkeypatch.setenv("CC", str(cc))
+    assert build.toolchain(wait=False) is None      # not probed: says so, runs nothing
+    assert not (folder / "runs").exists()
+    for _ in range(3):
+        with pytest.raises(build.BuildError, match="does not answer --version: broken: bad"):
+            build.toolchain()
+    with pytest.raises(build.BuildError):
+        build.toolchain(wait=False)
+    assert (folder / "runs").read_text() == "run\n"
+
+
+def test_a_bad_timeout_setting_is_named(monkeypatch):
+    monkeypatch.setenv("TRACEGRAD_BUILD_TIMEOUT", "soon")
+    with pytest.raises(build.BuildError, match="TRACEGRAD_BUILD_TIMEOUT must be a positive"):
+        build.build_timeout()
+
+
+def test_temporary_files_of_dead_processes_are_swept(cache):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    names = {f".add1-0~{build._HOST}~{dead}~x1.tmp": False,          # its writer is gone
+             f".add1-0~{build._HOST}~{os.getppid()}~x2.tmp": True,    # alive: still writing
+             f".add1-0~00000000~{dead}~x3.tmp": True,     # another host's: only by age
+             ".add1-0.abcd.tmp": True,                    # an older format, recent
+             ".add1-1.abcd.tmp": False}                   # ... and a day old
+    for name in names:
+        (cache / name).write_bytes(b"partial")
+    old = time.time() - 86400
+    os.utime(cache / ".add1-1.abcd.tmp", (old, old))
+    (cache / f".cc~{build._HOST}~{dead}~w.tmp").mkdir()    # a compiler's work folder
+    names[f".cc~{build._HOST}~{dead}~w.tmp"] = False
+    build.build(ADD1, "add1")
+    left = set(entries(cache))
+    assert {name for name, kept in names.items() if kept} <= left
+    assert not {name for name, kept in names.items() if not kept} & left

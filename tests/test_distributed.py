@@ -499,3 +499,28 @@ def test_engine_queue_callback_runs_after_backward():
     assert seen == [[2.0, 2.0, 2.0]]
     with pytest.raises(RuntimeError, match="during the backward"):
         queue_callback(lambda: None)
+
+
+def test_launcher_rejects_what_it_cannot_do(capsys):
+    from tracegrad.distributed.run import main
+    with pytest.raises(SystemExit, match="elastic ranges are not supported"):
+        main(["--nnodes", "1:4", "job.py"])
+    with pytest.raises(SystemExit, match="--node-rank 2 must be below --nnodes 2"):
+        main(["--nnodes", "2", "--node-rank", "2", "job.py"])
+    if _mpi_ready() is None:
+        with pytest.raises(SystemExit, match="--master-addr"):
+            main(["--nnodes", "2", "--node-rank", "1", "job.py"])
+        with pytest.raises(SystemExit, match="one launcher"):
+            main(["--nnodes", "2", "--node-rank", "1", "--hosts", "a,b", "job.py"])
+
+
+def test_debug_level_is_checked(monkeypatch):
+    from tracegrad.distributed._check import debug_level
+    monkeypatch.delenv("TRACEGRAD_DISTRIBUTED_DEBUG", raising=False)
+    monkeypatch.setenv("TORCH_DISTRIBUTED_DEBUG", "detail")
+    assert debug_level() == "DETAIL"
+    monkeypatch.setenv("TRACEGRAD_DISTRIBUTED_DEBUG", "OFF")
+    assert debug_level() == "OFF"
+    monkeypatch.setenv("TRACEGRAD_DISTRIBUTED_DEBUG", "LOUD")
+    with pytest.raises(ValueError, match="OFF, INFO or DETAIL"):
+        debug_level()

@@ -1,5 +1,6 @@
 """tracegrad.serialization: save/load round trips (through a path and through a BytesIO), every
-dtype bit for bit, the weights_only unpickler, map_location, and files written by torch.save."""
+dtype bit for bit, the weights_only unpickler and its allow-list, whole modules, map_location,
+atomic saving, and files written by torch.save. Hostile and damaged files: tests/faults."""
 import collections
 import io
 import pickle
@@ -177,10 +178,232 @@ def test_weights_only_false_object_holding_tensors(roundtrip):
     assert type(out.value) is nn.Parameter
 
 
-def test_add_safe_globals(roundtrip, monkeypatch):
-    monkeypatch.setattr(serialization, "_SAFE_GLOBALS", dict(serialization._SAFE_GLOBALS))
+@pytest.fixture
+def no_user_globals():
+    """Each test starts and ends with an empty user allow-list (it is process-wide)."""
+    serialization.clear_safe_globals()
+    yield
+    serialization.clear_safe_globals()
+
+
+def test_add_safe_globals(roundtrip, no_user_globals):
+    with pytest.raises(pickle.UnpicklingError, match="safe_globals"):
+        roundtrip(UserThing(5))
     serialization.add_safe_globals([UserThing])
-    assert roundtrip(UserThing(5)).value == 5
+    assert serialization.get_safe_globals() == [UserThing]
+    out = roundtrip([UserThing(5), UserThing(tg.ones(2))])
+    assert type(out[0]) is UserThing and out[0].value == 5
+    assert_same(out[1].value, tg.ones(2))
+    serialization.clear_safe_globals()
+    assert serialization.get_safe_globals() == []
+    with pytest.raises(pickle.UnpicklingError, match="GLOBAL .*UserThing was not an allowed"):
+        roundtrip(UserThing(5))
+
+
+def test_safe_globals_context_manager(roundtrip, no_user_globals):
+    from tracegrad.serialization import safe_globals     # PyTorch's import path
+    with safe_globals([UserThing]):
+        assert serialization.get_safe_globals() == [UserThing]
+        assert roundtrip(UserThing(1)).value == 1
+    assert serialization.get_safe_globals() == []
+    with pytest.raises(pickle.UnpicklingError):
+        roundtrip(UserThing(1))
+    serialization.add_safe_globals([UserThing])   # allowed before the block: stays allowed
+    with safe_globals([UserThing, collections.deque]):
+        pass
+    assert serialization.get_safe_globals() == [UserThing]
+
+
+class Renamed:
+    pass
+
+
+def test_safe_globals_under_another_name(no_user_globals):
+    """An ``(object, "module.name")`` entry admits an object saved under another name."""
+    buf = io.BytesIO()
+    save(UserThing(7), buf)
+    raw = _rezip(buf.getvalue(), "archive/data.pkl",
+                 lambda d: d.replace(b"UserThing", b"OldThing1"))
+    serialization.add_safe_globals([(UserThing, f"{__name__}.OldThing1")])
+    assert load(io.BytesIO(raw)).value == 7
+    with pytest.raises(ValueError, match="length 2"):
+        serialization.add_safe_globals([(UserThing, "a", "b")])
+    with pytest.raises(TypeError, match="str of callable full path"):
+        serialization.add_safe_globals([(UserThing, 3)])
+
+
+def test_blocked_modules_stay_refused(no_user_globals):
+    import os
+    serialization.add_safe_globals([os.getcwd])
+    buf = io.BytesIO()
+    save(os.getcwd, buf)
+    buf.seek(0)
+    with pytest.raises(pickle.UnpicklingError, match="whose module .* is blocked"):
+        load(buf)
+
+
+@pytest.mark.parametrize("protocol", [1, 2, 3, 4, 5])
+def test_every_pickle_protocol_weights_only(protocol):
+    """The restricted interpreter reads every protocol's opcodes (FRAME, MEMOIZE, STACK_GLOBAL,
+    BINBYTES8, EMPTY_SET/ADDITEMS, ...) and rebuilds the same objects as pickle does."""
+    x = tg.randn(2, 3)
+    obj = {"t": x, "same": x, "p": nn.Parameter(tg.ones(2)), "od": collections.OrderedDict(a=1),
+           "set": {1, 2}, "fs": frozenset({3}), "bytes": b"\x00\xff" * 40, "empty": b"",
+           "ba": bytearray(b"ab"), "s": "é" * 300, "big": -2**100, "f": -1.5, "c": 1 - 2j,
+           "nested": [(1, [2, {"k": None}]), True], "size": tg.Size([4]),
+           "dev": tg.device("cpu"), "dt": tg.int16, "counts": collections.Counter("aab")}
+    buf = io.BytesIO()
+    save(obj, buf, pickle_protocol=protocol)
+    buf.seek(0)
+    out = load(buf)
+    assert out["t"] is out["same"] and type(out["p"]) is nn.Parameter
+    assert_same(out["t"], x)
+    for k in obj:
+        if k not in ("t", "same", "p"):
+            assert out[k] == obj[k] and type(out[k]) is type(obj[k]), k
+
+
+def test_protocol_0_refused_on_save():
+    with pytest.raises(pickle.PicklingError, match="pickle_protocol=0"):
+        save(tg.ones(1), io.BytesIO(), pickle_protocol=0)
+    buf = io.BytesIO()
+    save({"n": 1, "s": "x"}, buf, pickle_protocol=0)     # no storages: protocol 0 works
+    buf.seek(0)
+    assert load(buf) == {"n": 1, "s": "x"}
+
+
+def test_state_dict_metadata_is_built():
+    """BUILD stays allowed on an OrderedDict this load created (``state_dict()._metadata``)."""
+    sd = collections.OrderedDict(w=tg.ones(1))
+    sd._metadata = {"": {"version": 2}}
+    buf = io.BytesIO()
+    save(sd, buf)
+    buf.seek(0)
+    assert load(buf)._metadata == {"": {"version": 2}}
+
+
+def test_int_tensor_cannot_require_grad():
+    buf = io.BytesIO()
+    save(tg.ones(2, requires_grad=True), buf)     # int32 has float32's size: only the dtype lies
+    raw = _rezip(buf.getvalue(), "archive/data.pkl",
+                 lambda d: d.replace(b"tracegrad.dtypes\nfloat32", b"tracegrad.dtypes\nint32"))
+    with pytest.raises(pickle.UnpicklingError, match="floating point dtype can require"):
+        load(io.BytesIO(raw))
+
+
+def _rezip(raw, member, edit):
+    """The archive ``raw`` with ``member`` passed through ``edit`` (with a fresh CRC)."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(raw)) as src, zipfile.ZipFile(out, "w") as dst:
+        for n in src.namelist():
+            dst.writestr(n, edit(src.read(n)) if n == member else src.read(n))
+    return out.getvalue()
+
+
+# whole modules -------------------------------------------------------------------------------
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU())
+        self.head = nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.head(self.body(x))
+
+
+NET_CLASSES = [Net, nn.Sequential, nn.Linear, nn.BatchNorm1d, nn.ReLU]
+
+
+def test_whole_module(roundtrip, no_user_globals):
+    """As in PyTorch: a pickled module loads with weights_only=False, or with its classes
+    allow-listed; without them the error names the first class to allow."""
+    tg.manual_seed(0)
+    model = Net()
+    model(tg.randn(5, 4))
+    model.eval()
+    with pytest.raises(pickle.UnpicklingError, match=f"GLOBAL {__name__}.Net was not"):
+        roundtrip(model)
+    with pytest.raises(pickle.UnpicklingError, match="GLOBAL tracegrad.nn.container.Sequential"):
+        with serialization.safe_globals([Net]):
+            roundtrip(model)
+    x = tg.randn(3, 4)
+    for kw, allow in (({"weights_only": False}, []), ({}, NET_CLASSES)):
+        with serialization.safe_globals(allow):
+            got = roundtrip(model, **kw)
+        assert type(got) is Net and not got.training
+        assert list(got.state_dict()) == list(model.state_dict())
+        assert got(x)._data.tobytes() == model(x)._data.tobytes()
+        seen = []                                   # hook tables came back as hook tables
+        handle = got.register_forward_hook(lambda m, i, o: seen.append(o.shape))
+        got(x)
+        handle.remove()
+        got(x)
+        assert seen == [(3, 2)]
+        got.train()
+        got(x).sum().backward()                     # its parameters are leaves again
+        assert got.head.weight.grad is not None
+
+
+def test_whole_module_like_torch(tmp_path):
+    """PyTorch refuses a whole module unless its classes are allow-listed, and loads it when
+    they are: tracegrad does the same for the same program."""
+    torch = pytest.importorskip("torch")
+    for lib, classes in ((torch, [torch.nn.Sequential, torch.nn.Linear, torch.nn.ReLU]),
+                         (tg, [nn.Sequential, nn.Linear, nn.ReLU])):
+        model = lib.nn.Sequential(lib.nn.Linear(3, 2), lib.nn.ReLU())
+        lib.save(model, tmp_path / "m.pt")
+        with pytest.raises(pickle.UnpicklingError, match="Sequential"):
+            lib.load(tmp_path / "m.pt")
+        with lib.serialization.safe_globals(classes):
+            got = lib.load(tmp_path / "m.pt")
+        assert type(got) is type(model) and type(got[0]) is lib.nn.Linear
+        assert got[0].weight.tolist() == model[0].weight.tolist()
+
+
+# atomic saving -------------------------------------------------------------------------------
+def test_save_replaces_atomically_and_keeps_the_mode(tmp_path):
+    import os
+    target = tmp_path / "ckpt.pt"
+    save(tg.zeros(3), target)
+    os.chmod(target, 0o640)
+    save(tg.ones(3), target)
+    assert load(target).tolist() == [1.0, 1.0, 1.0]
+    assert os.stat(target).st_mode & 0o777 == 0o640
+    assert sorted(os.listdir(tmp_path)) == ["ckpt.pt"]          # no temporary left behind
+    umask = os.umask(0o022)
+    os.umask(umask)
+    save(tg.ones(1), tmp_path / "new.pt")
+    assert os.stat(tmp_path / "new.pt").st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_save_through_symlink_writes_the_file(tmp_path):
+    real = tmp_path / "real.pt"
+    save(tg.zeros(1), real)
+    (tmp_path / "link.pt").symlink_to(real)
+    save(tg.ones(1), tmp_path / "link.pt")
+    assert (tmp_path / "link.pt").is_symlink() and load(real).tolist() == [1.0]
+
+
+def test_failed_save_leaves_old_file(tmp_path, monkeypatch):
+    target = tmp_path / "ckpt.pt"
+    save(tg.zeros(2), target)
+    with pytest.raises(AttributeError, match="local object"):   # fails while pickling
+        save({"ok": tg.ones(2), "bad": lambda: 0}, target)
+    real, calls = zipfile.ZipFile.writestr, []
+
+    def disk_full_at_third_record(self, *args, **kw):
+        calls.append(args[0])
+        if len(calls) == 3:
+            raise OSError(28, "No space left on device")
+        return real(self, *args, **kw)
+    monkeypatch.setattr(zipfile.ZipFile, "writestr", disk_full_at_third_record)
+    with pytest.raises(OSError, match="No space left"):             # fails while writing
+        save({"a": tg.ones(2), "b": tg.ones(3)}, target)
+    monkeypatch.undo()
+    assert len(calls) == 3 and load(target).tolist() == [0.0, 0.0]
+    with pytest.raises(RuntimeError, match="Parent directory .*missing does not exist"):
+        save(tg.ones(1), tmp_path / "missing" / "x.pt")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.pt"]
 
 
 @pytest.fixture
@@ -286,3 +509,20 @@ def test_loads_files_written_by_torch(tmp_path):
     torch.save({"b": torch.ones(2, dtype=torch.bfloat16)}, tmp_path / "bf16.pt")
     with pytest.raises(pickle.UnpicklingError, match="BFloat16"):
         load(tmp_path / "bf16.pt")
+
+
+def test_save_in_place_where_no_temporary_can_be_made(tmp_path, monkeypatch):
+    """A writable file in a folder that refuses new files is still saved (in place, with a
+    warning saying it is not atomic); where the file is not writable either, the error."""
+    import tempfile
+    target = tmp_path / "ckpt.pt"
+    save(tg.zeros(2), target)
+
+    def refuse(*args, **kw):
+        raise PermissionError(13, "Permission denied", kw.get("dir"))
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    with pytest.warns(UserWarning, match="overwritten in place"):
+        save(tg.ones(2), target)
+    assert load(target).tolist() == [1.0, 1.0]
+    with pytest.raises(PermissionError):
+        save(tg.ones(2), tmp_path / "new.pt")

@@ -14,17 +14,23 @@ CuPy tensors are saved from a host copy with location ``cuda:N``.
 PyTorch's globals (``torch._utils._rebuild_tensor_v2``, ``torch.FloatStorage``, ...) onto
 tracegrad's; bfloat16, complex and quantized storages and the legacy pre-1.6 format are
 refused. ``torch.load`` cannot read tracegrad's files: their globals name tracegrad.
+Without ``map_location`` every tensor loads to the CPU (PyTorch would restore ``cuda``
+tensors to the GPU); see ``load`` for the other forms.
+
 ``weights_only=True`` (the default) admits only tensors, parameters, containers (dict,
 ``OrderedDict``, ``Counter``, list, tuple, set), scalars, strings, bytes, dtypes, devices and
-sizes, as PyTorch's does; ``weights_only=False`` unpickles anything and must only be used for
-trusted files. Without ``map_location`` every tensor loads to the CPU (PyTorch would restore
-``cuda`` tensors to the GPU); see ``load`` for the other forms.
+sizes, as PyTorch's does, plus the classes and functions given to ``add_safe_globals`` or
+``safe_globals``. It runs the restricted interpreter of ``_unpickler``: a pickle can create
+new objects of those types and fill them, but never mutate an allowed global or anything it
+did not create. ``weights_only=False`` unpickles anything and must only be used for trusted
+files. ``save`` to a path is atomic, and ``load`` checks each record's size against the
+archive before reading it (``_archive``).
 """
 import _codecs
-import _compat_pickle
 import collections
 import contextlib
 import io
+import math
 import os
 import pickle
 import zipfile
@@ -32,7 +38,14 @@ import zipfile
 import numpy as np
 
 from . import dtypes
-from .device import CPU, as_device, device, to_device, xp_of
+from ._archive import Archive, LoadedStorage, StorageReader, write_file
+from ._safe_globals import user_globals
+# PyTorch's names for the allow-list, at its path: tracegrad.serialization.add_safe_globals
+from ._safe_globals import (add_safe_globals, clear_safe_globals,  # noqa: F401
+                            get_safe_globals, safe_globals)
+from ._unpickler import WeightsUnpickler, WeightsUnpicklingError, canonical_name
+from .autograd.graph import _HookDict
+from .device import CPU, device, to_device, xp_of
 from .tensor import Size, Tensor
 
 DEFAULT_PROTOCOL = 2   # PyTorch's default; load accepts any protocol
@@ -52,10 +65,14 @@ class _Storage:
 class _Pickler(pickle.Pickler):
     def __init__(self, file, protocol):
         super().__init__(file, protocol, fix_imports=False)   # Python 3 names: builtins.set
+        self.protocol = protocol
         self.storages = {}   # id(array) -> (array, _Storage); holding the array keeps ids unique
 
     def persistent_id(self, obj):
         if type(obj) is _Storage:
+            if self.protocol == 0:   # its text persistent ids would hold str(tuple)
+                raise pickle.PicklingError("tracegrad.save(pickle_protocol=0) cannot record "
+                                           "tensor storages; use a protocol from 1 to 5")
             a = obj.array
             return ("storage", dtypes.from_numpy(a.dtype), obj.key, obj.location, int(a.size))
         return None
@@ -89,20 +106,27 @@ class _Pickler(pickle.Pickler):
 def save(obj, f, pickle_module=None, pickle_protocol=DEFAULT_PROTOCOL,
          _use_new_zipfile_serialization=True):
     """Write ``obj`` (tensors, parameters, state dicts, containers, any picklable object) to
-    ``f``, a path (str or ``os.PathLike``) or a writable binary file object."""
+    ``f``, a path (str or ``os.PathLike``) or a writable binary file object. A path is
+    replaced atomically: until the new file is complete and on disk, it holds the old one."""
     if pickle_module is not None or not _use_new_zipfile_serialization:
         raise NotImplementedError("tracegrad.save writes only the zip format with pickle")
     buf = io.BytesIO()
     pickler = _Pickler(buf, pickle_protocol)
     pickler.dump(obj)
-    with _opened(f, "wb") as fh, zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED) as zf:
-        zf.writestr(f"{_ARCHIVE}/data.pkl", buf.getvalue())
-        zf.writestr(f"{_ARCHIVE}/byteorder", "little")
-        for _, storage in pickler.storages.values():
-            a = storage.array
-            zf.writestr(f"{_ARCHIVE}/data/{storage.key}", a.astype(a.dtype.newbyteorder("<"),
-                                                                   copy=False).tobytes())
-        zf.writestr(f"{_ARCHIVE}/version", _VERSION)
+
+    def write(fh):
+        with zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED) as zf:
+            zf.writestr(f"{_ARCHIVE}/data.pkl", buf.getvalue())
+            zf.writestr(f"{_ARCHIVE}/byteorder", "little")
+            for _, storage in pickler.storages.values():
+                a = storage.array
+                zf.writestr(f"{_ARCHIVE}/data/{storage.key}",
+                            a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes())
+            zf.writestr(f"{_ARCHIVE}/version", _VERSION)
+    if isinstance(f, (str, os.PathLike)):
+        write_file(f, write)   # atomic: readers and crashes see the old file or the new one
+    else:   # a caller's file object stays open, as in PyTorch
+        write(f)
 
 
 def _contiguous_strides(shape):
@@ -123,24 +147,15 @@ def _opened(f, mode):
 
 
 # rebuilding (the callables a checkpoint may name) --------------------------------------------
-class _LoadedStorage:
-    """A storage read from the archive; only ``persistent_load`` makes these, so a crafted
-    pickle cannot hand ``_rebuild_tensor`` an arbitrary buffer."""
-    __slots__ = ("array",)
-
-    def __init__(self, array):
-        self.array = array
-
-
 def _rebuild_tensor(storage, offset, size, stride, requires_grad, *_torch_extras):
     """A tensor viewing ``storage``; also stands in for ``torch._utils._rebuild_tensor_v2``
     (whose backward hooks and metadata are ignored)."""
-    if type(storage) is not _LoadedStorage:
+    if type(storage) is not LoadedStorage:
         raise pickle.UnpicklingError(f"tensor storage must come from the archive, got "
                                      f"{type(storage).__name__}")
     flat = storage.array
     size, stride, offset = tuple(int(s) for s in size), tuple(int(s) for s in stride), int(offset)
-    numel = int(np.prod(size, dtype=np.int64))
+    numel = math.prod(size)   # Python ints: a forged shape must not wrap around
     if (len(size) != len(stride) or offset < 0 or min(size + stride, default=0) < 0
             or (numel and offset + sum((n - 1) * s for n, s in zip(size, stride)) >= flat.size)):
         raise pickle.UnpicklingError(f"tensor of size {size}, stride {stride} and offset "
@@ -151,6 +166,10 @@ def _rebuild_tensor(storage, offset, size, stride, requires_grad, *_torch_extras
     else:
         data = xp_of(flat).lib.stride_tricks.as_strided(
             flat[offset:], size, tuple(s * flat.itemsize for s in stride))
+    if requires_grad and flat.dtype.kind != "f":
+        raise pickle.UnpicklingError(f"only tensors of floating point dtype can require "
+                                     f"gradients, got a {flat.dtype} tensor with "
+                                     f"requires_grad=True")
     t = Tensor._make(data)
     t._requires_grad = bool(requires_grad)
     return t
@@ -165,16 +184,36 @@ _TORCH_STORAGES = {"Bool": "bool", "Byte": "uint8", "Char": "int8", "Short": "in
                    "Int": "int32", "Long": "int64", "Half": "float16", "Float": "float32",
                    "Double": "float64"}
 
-_SAFE_GLOBALS = {
+def _latin1_bytes(s, encoding):
+    """``_codecs.encode`` as protocol 2 uses it for bytes; any other codec is refused."""
+    if type(s) is not str or encoding not in ("latin1", "latin-1"):
+        raise pickle.UnpicklingError(f"_codecs.encode is allowed for (str, 'latin1') only, got "
+                                     f"({type(s).__name__}, {encoding!r})")
+    return _codecs.encode(s, encoding)
+
+
+def _sized_by_content(cls):
+    """``bytes``/``bytearray`` from content only: ``bytearray(2**40)`` would allocate."""
+    def make(*args):
+        if args and isinstance(args[0], int):
+            raise pickle.UnpicklingError(f"{cls.__name__}() from a size is not allowed")
+        return cls(*args)
+    make.__qualname__ = make.__name__ = cls.__name__
+    return make
+
+
+_SAFE_GLOBALS = {   # the defaults; ``add_safe_globals`` extends them (_safe_globals)
     "collections.OrderedDict": collections.OrderedDict,
     "collections.Counter": collections.Counter,   # PyTorch admits it too
-    "builtins.set": set, "builtins.complex": complex,
-    "builtins.bytes": bytes, "builtins.bytearray": bytearray,
-    "_codecs.encode": _codecs.encode,   # how protocol 2 writes bytes
+    "builtins.set": set, "builtins.frozenset": frozenset, "builtins.complex": complex,
+    "builtins.bytes": _sized_by_content(bytes),
+    "builtins.bytearray": _sized_by_content(bytearray),
+    "_codecs.encode": _latin1_bytes,   # how protocol 2 writes bytes
     "tracegrad.serialization._rebuild_tensor": _rebuild_tensor,
     "tracegrad.serialization._rebuild_parameter": _rebuild_parameter,
     "tracegrad.device.device": device,
     "tracegrad.tensor.Size": Size,
+    "tracegrad.autograd.graph._HookDict": _HookDict,   # a module's hook tables
     # PyTorch's names, so files written by torch.save load as tracegrad tensors
     "torch._utils._rebuild_tensor_v2": _rebuild_tensor,
     "torch._utils._rebuild_parameter": _rebuild_parameter,
@@ -184,12 +223,12 @@ _SAFE_GLOBALS = {
 _SAFE_GLOBALS.update({f"tracegrad.dtypes.{d.name}": d for d in dtypes.ALL})
 _SAFE_GLOBALS.update({f"torch.{d.name}": d for d in dtypes.ALL})
 _SAFE_GLOBALS.update({f"torch.{k}Storage": getattr(dtypes, v) for k, v in _TORCH_STORAGES.items()})
-
-
-def add_safe_globals(safe_globals):
-    """Let ``load(weights_only=True)`` admit these classes or functions (trusted by you)."""
-    for obj in safe_globals:
-        _SAFE_GLOBALS[f"{obj.__module__}.{obj.__qualname__}"] = obj
+_BUILDABLE = (collections.OrderedDict,)   # state_dict()'s _metadata attribute
+def _allowed():
+    """``(name -> object, types BUILD may fill)`` for one load: the defaults and the user's."""
+    user = user_globals()
+    allowed = {**_SAFE_GLOBALS, **user}
+    return allowed, _BUILDABLE + tuple(v for v in user.values() if isinstance(v, type))
 
 
 # loading -------------------------------------------------------------------------------------
@@ -206,9 +245,11 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
         tensor (e.g. ``storage.cuda(1)``) or None for the CPU.
     ``weights_only=True`` (None, the default, means True) raises ``pickle.UnpicklingError``
     on any global other than tensors, parameters, ``OrderedDict``, ``Counter``, sets,
-    complex, bytes, dtypes, devices and sizes (plus those given to ``add_safe_globals``);
-    ``weights_only=False`` unpickles anything and can run arbitrary code: pass it only for a
-    file from a trusted source.
+    complex, bytes, dtypes, devices and sizes (plus those given to ``add_safe_globals`` or
+    active ``safe_globals`` blocks), and on any opcode that would mutate an object the pickle
+    did not create; ``weights_only=False`` unpickles anything and can run arbitrary code: pass
+    it only for a file from a trusted source. A damaged file raises ``RuntimeError`` (the
+    archive) or ``pickle.UnpicklingError`` (the pickle), naming what is wrong.
     """
     weights_only = weights_only is None or bool(weights_only)
     if pickle_module is not None or mmap:
@@ -217,30 +258,32 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
     if pickle_load_args:
         raise TypeError(f"load() got unexpected arguments {sorted(pickle_load_args)}")
     with _opened(f, "rb") as fh:
-        if not zipfile.is_zipfile(fh):
-            raise RuntimeError(f"{_name(f)} is not a zip checkpoint written by tracegrad.save "
-                               f"or torch.save (PyTorch's legacy pre-1.6 format is not "
-                               f"supported)")
-        fh.seek(0)
-        with zipfile.ZipFile(fh) as zf:
-            pkl = next((n for n in zf.namelist() if n.endswith("/data.pkl")
-                        and n.count("/") == 1), None)
-            if pkl is None:
-                raise RuntimeError(f"{_name(f)} holds no data.pkl record")
-            prefix = pkl[:-len("data.pkl")]
-            names = set(zf.namelist())
-            big = (prefix + "byteorder" in names
-                   and zf.read(prefix + "byteorder").strip() == b"big")
-            unpickler = _Unpickler(io.BytesIO(zf.read(pkl)), zf, prefix, big,
-                                   _restorer(map_location), weights_only, encoding)
-            return unpickler.load()
+        archive = Archive(fh, _name(f))
+        try:
+            big = "byteorder" in archive and archive.read("byteorder").strip() == b"big"
+            pkl = io.BytesIO(archive.read("data.pkl"))
+            storages = StorageReader(archive, big, map_location)
+            if not weights_only:
+                unpickler = _Unpickler(pkl, encoding=encoding)
+                unpickler.persistent_load = storages
+                return unpickler.load()
+            allowed, buildable = _allowed()
+            unpickler = _WeightsUnpickler(pkl, allowed=allowed, buildable=buildable,
+                                          encoding=encoding)
+            unpickler.persistent_load = storages
+            try:
+                return unpickler.load()
+            except WeightsUnpicklingError as e:
+                raise _weights_only_error(str(e)) from None
+        finally:
+            archive.close()
 
 
 def _name(f):
     return repr(os.fspath(f)) if isinstance(f, (str, os.PathLike)) else "the file object"
 
 
-def _weights_only_error(module, name):
+def _weights_only_error(detail):
     return pickle.UnpicklingError(
         f"Weights only load failed. This file can still be loaded, to do so you have two "
         f"options, do those steps only if you trust the source of the checkpoint.\n"
@@ -249,76 +292,37 @@ def _weights_only_error(module, name):
         f"trusted source.\n"
         f"\t(2) Alternatively, to load with `weights_only=True` please check the recommended "
         f"steps in the following error message.\n"
-        f"\tWeightsUnpickler error: Unsupported global: GLOBAL {module}.{name} was not an "
-        f"allowed global by default. Please use `tracegrad.serialization.add_safe_globals("
-        f"[{name}])` to allowlist this global if you trust this class/function.")
+        f"\tWeightsUnpickler error: {detail}")
+
+
+def _no_counterpart(module, name):
+    """The error for a PyTorch global that tracegrad cannot stand in for, or None."""
+    if module == "torch" and name.endswith("Storage"):
+        return pickle.UnpicklingError(f"torch.{name}: tracegrad has no dtype for this storage "
+                                      f"(no bfloat16, complex or quantized dtypes)")
+    if module.split(".")[0] == "torch":
+        return pickle.UnpicklingError(f"{module}.{name} from a PyTorch checkpoint has no "
+                                      f"tracegrad counterpart")
+    return None
+
+
+class _WeightsUnpickler(WeightsUnpickler):
+    def find_class(self, module, name):
+        module, name = canonical_name(module, name)
+        if f"{module}.{name}" not in self.allowed and module == "torch" and \
+                name.endswith("Storage"):   # say which dtype is missing, not "allow it"
+            raise _no_counterpart(module, name)
+        return super().find_class(module, name)
 
 
 class _Unpickler(pickle.Unpickler):
-    def __init__(self, file, zf, prefix, big_endian, restore, weights_only, encoding):
-        super().__init__(file, encoding=encoding)
-        self.zf, self.prefix, self.big, self.restore = zf, prefix, big_endian, restore
-        self.weights_only = weights_only
-        self.loaded = {}   # key -> _LoadedStorage, so tensors saved sharing a record share it
+    """``weights_only=False``: anything importable, with PyTorch's names mapped."""
 
     def find_class(self, module, name):
-        # protocol 2 pickles from Python 3 (torch.save's) name builtins as Python 2 did
-        if (module, name) in _compat_pickle.NAME_MAPPING:
-            module, name = _compat_pickle.NAME_MAPPING[(module, name)]
-        module = _compat_pickle.IMPORT_MAPPING.get(module, module)
+        module, name = canonical_name(module, name)
         if f"{module}.{name}" in _SAFE_GLOBALS:
             return _SAFE_GLOBALS[f"{module}.{name}"]
-        if module == "torch" and name.endswith("Storage"):
-            raise pickle.UnpicklingError(f"torch.{name}: tracegrad has no dtype for this "
-                                         f"storage (no bfloat16, complex or quantized dtypes)")
-        if self.weights_only:
-            raise _weights_only_error(module, name)
-        if module.split(".")[0] == "torch":
-            raise pickle.UnpicklingError(f"{module}.{name} from a PyTorch checkpoint has no "
-                                         f"tracegrad counterpart")
+        err = _no_counterpart(module, name)
+        if err is not None:
+            raise err
         return super().find_class(module, name)
-
-    def persistent_load(self, pid):
-        if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"):
-            raise pickle.UnpicklingError(f"unknown persistent id {pid!r}")
-        _, dt, key, location, numel = pid
-        if not isinstance(dt, dtypes.dtype):
-            raise pickle.UnpicklingError(f"unsupported storage type {dt!r} (tracegrad has no "
-                                         f"bfloat16 or complex dtypes)")
-        key = str(key)
-        storage = self.loaded.get(key)
-        if storage is None:
-            raw = self.zf.read(f"{self.prefix}data/{key}")
-            if len(raw) != int(numel) * dt.itemsize:
-                raise pickle.UnpicklingError(f"storage {key} holds {len(raw)} bytes, expected "
-                                             f"{numel} x {dt.itemsize}")
-            flat = np.frombuffer(bytearray(raw), dtype=dt.np.newbyteorder(">" if self.big
-                                                                          else "<"))
-            if not flat.dtype.isnative:
-                flat = flat.astype(dt.np)
-            storage = self.loaded[key] = _LoadedStorage(self.restore(flat, str(location)))
-        return storage
-
-
-def _restorer(map_location):
-    """``(host_array, location) -> array`` on the device ``map_location`` picks."""
-    if map_location is None:
-        return lambda a, location: a
-    if callable(map_location):
-        def restore(a, location):
-            out = map_location(Tensor._make(a), location)
-            if out is None:
-                return a
-            if not isinstance(out, Tensor):
-                raise TypeError(f"map_location must return a tensor or None, got "
-                                f"{type(out).__name__}")
-            return out._data
-        return restore
-    if isinstance(map_location, dict):
-        table = {str(k): as_device(v) for k, v in map_location.items()}
-        return lambda a, location: to_device(a, table.get(location) or as_device(location))
-    if isinstance(map_location, (str, device)):
-        target = as_device(map_location)
-        return lambda a, location: to_device(a, target)
-    raise TypeError(f"map_location must be None, a str, a tracegrad.device, a dict or a "
-                    f"callable, got {type(map_location).__name__}")

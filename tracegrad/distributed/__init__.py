@@ -9,6 +9,12 @@ Start the processes with the launcher, ``python -m tracegrad.distributed.run
 python script.py``. Importing this package never needs mpi4py: without it
 ``is_available()`` is False and ``init_process_group`` says how to install it
 (``pip install "tracegrad[distributed]"``).
+
+Faults end the job instead of hanging it: every wait honours the group's
+``timeout`` (``_wait``), a rank's early end aborts the job or is reported to the
+launcher (``_exit``, ``_monitor``), and collectives compare shapes and dtypes
+across ranks (``_check``, ``TRACEGRAD_DISTRIBUTED_DEBUG``). Several machines:
+``run --nnodes`` (``_nodes``).
 """
 from ._group import (
     Backend, GroupMember, ProcessGroup, default_pg_timeout, destroy_process_group,

@@ -20,7 +20,6 @@ tracegrad.distributed`` never fails; without it ``is_available()`` is False and
 import datetime
 import importlib.util
 import os
-import sys
 
 INSTALL_HINT = ('tracegrad.distributed needs mpi4py and an MPI library: '
                 'pip install "tracegrad[distributed]" (or: pip install mpi4py mpich)')
@@ -54,12 +53,18 @@ class ProcessGroup:
     group-rank order."""
 
     def __init__(self, comm, ranks, backend, timeout, nccl=None):
+        from ._check import debug_level
         self.comm = comm
         self.ranks = list(ranks)
         self.backend = backend
         self.timeout = timeout
         self.nccl = nccl                # an _nccl.NcclGroup for CUDA tensors, or None
         self._index = {g: i for i, g in enumerate(self.ranks)}
+        # the cross-rank shape/dtype check's own communicator, and what it has seen (_check)
+        self.debug = debug_level()
+        self.check_comm = dup(comm, timeout, "init_process_group") if comm.Get_size() > 1 \
+            else None
+        self.seen = set()
 
     def rank(self):
         return self.comm.Get_rank()
@@ -113,6 +118,14 @@ def resolve(group):
     return group
 
 
+def dup(comm, timeout, what):
+    """``comm.Dup()``, waited for under ``timeout`` (a rank that never comes raises)."""
+    from ._wait import poll
+    new, request = comm.Idup()
+    poll(request, timeout, what)
+    return new
+
+
 def _env_int(*names):
     for n in names:
         v = os.environ.get(n)
@@ -151,14 +164,14 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
         if want_rank is not None and want_rank != world.Get_rank():
             raise RuntimeError(f"init_process_group: rank is {want_rank} but MPI says "
                                f"{world.Get_rank()}")
-        comm = world.Dup()
+        comm = dup(world, seconds, "init_process_group")
     elif want_size is not None and want_size > 1:
         if want_rank is None:
             raise RuntimeError("init_process_group: WORLD_SIZE is set but RANK is not")
         from ._rendezvous import join
         comm = join(MPI, want_rank, want_size, seconds)
     else:
-        comm = world.Dup()
+        comm = world.Dup()                  # a world of one: nothing to wait for
     size, me = comm.Get_size(), comm.Get_rank()
     os.environ.setdefault("RANK", str(me))
     os.environ.setdefault("WORLD_SIZE", str(size))
@@ -167,29 +180,15 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     if backend == Backend.NCCL:
         from ._nccl import NcclGroup
         nccl = NcclGroup(comm, device_id)
+        nccl.timeout = seconds
     pg = ProcessGroup(comm, range(size), Backend.MPI if backend == Backend.GLOO else backend,
                       seconds)
     pg.nccl = nccl
     _state["world"] = pg
     GroupMember.WORLD = pg
     if size > 1:
-        _abort_on_uncaught_exception(comm)
-
-
-def _abort_on_uncaught_exception(comm):
-    """An exception that ends one rank ends the job (``MPI_Abort``) instead of leaving the
-    other ranks waiting in a collective forever, as ``python -m mpi4py`` does."""
-    previous = sys.excepthook
-
-    def hook(kind, value, tb):
-        previous(kind, value, tb)
-        sys.stderr.flush()
-        try:
-            comm.Abort(1)
-        except Exception:   # noqa: BLE001 - MPI already torn down: exit all the same
-            os._exit(1)
-    sys.excepthook = hook
-    _state["previous_hook"] = previous
+        from ._exit import install
+        install(comm)
 
 
 def destroy_process_group(group=None):
@@ -200,8 +199,10 @@ def destroy_process_group(group=None):
         _state["groups"] = []
         _state["world"] = None
         GroupMember.WORLD = None
-        if "previous_hook" in _state:
-            sys.excepthook = _state.pop("previous_hook")
+        from ._exit import uninstall
+        from ._monitor import report_destroyed
+        uninstall()
+        report_destroyed()
     elif group is not GroupMember.NON_GROUP_MEMBER:
         _free(group)
         if group in _state["groups"]:
@@ -212,12 +213,14 @@ def _free(pg):
     if pg.nccl is not None:
         pg.nccl.destroy()
         pg.nccl = None
-    if pg.comm is not None:
-        try:
-            pg.comm.Free()
-        except Exception:   # noqa: BLE001 - already finalised at exit
-            pass
-        pg.comm = None
+    for name in ("check_comm", "comm"):
+        comm = getattr(pg, name)
+        if comm is not None:
+            try:
+                comm.Free()
+            except Exception:   # noqa: BLE001 - already finalised at exit
+                pass
+            setattr(pg, name, None)
 
 
 def get_rank(group=None):
@@ -260,8 +263,12 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None,
         raise ValueError(f"new_group: ranks {ranks} must be distinct ranks below the world size "
                          f"{world.size()}")
     MPI = mpi()
+    from ._wait import poll
     me = world.rank()
     member = me in ranks
+    # MPI has no nonblocking Split: a polled barrier first, so that a missing rank raises at
+    # the timeout instead of hanging here
+    poll(world.comm.Ibarrier(), world.timeout, "new_group")
     comm = world.comm.Split(0 if member else MPI.UNDEFINED, ranks.index(me) if member else 0)
     if not member:
         return GroupMember.NON_GROUP_MEMBER
@@ -270,5 +277,6 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None,
     if world.nccl is not None and (backend in (None, Backend.NCCL)):
         from ._nccl import NcclGroup
         pg.nccl = NcclGroup(comm, world.nccl.device_id)
+        pg.nccl.timeout = seconds
     _state["groups"].append(pg)
     return pg

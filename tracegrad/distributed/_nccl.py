@@ -46,6 +46,7 @@ class NcclGroup:
         else:
             device_id = getattr(device_id, "index", device_id) or 0
         self.device_id = device_id
+        self.timeout = None         # the process group's, set by it: Work.wait honours it
         cupy.cuda.Device(device_id).use()
         uid = nccl.get_unique_id() if comm.Get_rank() == 0 else None
         uid = comm.bcast(uid, root=0)
@@ -95,7 +96,7 @@ class NcclGroup:
             return None
         event = self.cupy.cuda.Event()
         event.record(stream)
-        return Work(_EventRequest(event), finish, tensors)
+        return Work(_EventRequest(event), finish, tensors, self.timeout, "NCCL collective")
 
     @staticmethod
     def _finish(*steps):

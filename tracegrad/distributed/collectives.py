@@ -9,14 +9,20 @@ does. CUDA tensors go to NCCL when the group has it, else through host memory.
 
 ``async_op=True`` starts the nonblocking form (``Iallreduce``, ...) and returns a
 ``Work``; ``wait()`` completes it (and finishes what MPI cannot: the division of
-``ReduceOp.AVG``, write-backs). Blocking calls wait in MPI; ``barrier`` and
-``Work.wait`` poll, so the group's ``timeout`` bounds them.
+``ReduceOp.AVG``, write-backs). A blocking call starts the same nonblocking form
+and polls it (``_wait.poll``), so the group's ``timeout`` bounds every wait.
+Before a collective starts, ``_check`` may compare its shapes and dtypes across
+the ranks (``TRACEGRAD_DISTRIBUTED_DEBUG``). Object collectives live in
+``_objects``.
 """
-import time
-
 import numpy as np
 
+from ._check import check, describe
 from ._group import mpi, resolve
+from ._objects import (  # noqa: F401 - re-exported
+    all_gather_object, broadcast_object_list, gather_object, scatter_object_list,
+)
+from ._wait import poll  # noqa: F401 - re-exported (nn.parallel waits with it)
 
 
 class _Op:
@@ -63,8 +69,9 @@ class Work:
     """What a collective with ``async_op=True`` returns (PyTorch's ``Work``): ``wait()``
     completes it, ``is_completed()`` asks without blocking."""
 
-    def __init__(self, request=None, finish=None, tensors=(), timeout=None):
+    def __init__(self, request=None, finish=None, tensors=(), timeout=None, what="wait"):
         self._request = request
+        self._what = what
         self._finish = finish
         self._tensors = list(tensors)
         self._timeout = timeout
@@ -88,7 +95,7 @@ class Work:
     def wait(self, timeout=None):
         if not self._done:
             limit = timeout.total_seconds() if hasattr(timeout, "total_seconds") else timeout
-            poll(self._request, self._timeout if limit is None else limit, "wait")
+            poll(self._request, self._timeout if limit is None else limit, self._what)
             self._complete()
         return True
 
@@ -101,22 +108,6 @@ class Work:
 
     def synchronize(self):
         self.wait()
-
-
-def poll(request, timeout, what):
-    """Wait for an MPI (or NCCL) request, raising once ``timeout`` seconds have passed."""
-    if request.Test():
-        return
-    start = time.monotonic()
-    pause = 0.0
-    while not request.Test():
-        now = time.monotonic()
-        if timeout is not None and now - start > timeout:
-            raise RuntimeError(f"tracegrad.distributed: {what} timed out after {timeout:.0f} s "
-                               "(another rank may have failed or not reached the same call)")
-        if now - start > 0.01:      # past the fast path: stop competing for the core
-            pause = min(pause * 2 or 1e-5, 1e-3)
-            time.sleep(pause)
 
 
 _STAGED = {np.dtype(np.float16): np.float32}
@@ -151,14 +142,13 @@ def _bump(*tensors):
         t._vc.value += 1
 
 
-def _run(pg, async_op, start, finish, tensors):
-    """Start the nonblocking MPI call (``start(nonblocking=True)``) or run the blocking one,
-    then ``finish``; a ``Work`` for ``async_op``, else None."""
+def _run(pg, async_op, request, finish, tensors, what):
+    """A started nonblocking MPI call: a ``Work`` for ``async_op``; else wait for it under the
+    group's timeout, then ``finish``, and return None."""
+    work = Work(request, finish, tensors, pg.timeout, what)
     if async_op:
-        return Work(start(True), finish, tensors, pg.timeout)
-    start(False)
-    if finish is not None:
-        finish()
+        return work
+    work.wait()
     return None
 
 
@@ -179,31 +169,20 @@ def _nccl_for(pg, *tensors):
     return pg.nccl if all(type(t._data) is not np.ndarray for t in tensors) else None
 
 
-def _starter(comm, name, *args):
-    """``start(nonblocking)`` for ``_run``: MPI's ``I<name>`` on ``args`` (its request
-    returned) or the blocking ``<name>``."""
-    blocking, nonblocking = getattr(comm, name), getattr(comm, "I" + name.lower())
-
-    def start(nonblock):
-        if nonblock:
-            return nonblocking(*args)
-        blocking(*args)
-    return start
-
-
 def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     """Reduce ``tensor`` across the group in place: every rank ends with the result."""
     pg = resolve(group)
+    MPI = mpi()
+    mop = _mpi_op(MPI, op)
+    check(pg, "all_reduce", describe(tensor), f"op={op.name}")
     nccl = _nccl_for(pg, tensor)
     if nccl is not None:
         return nccl.all_reduce(tensor, op, async_op)
-    MPI = mpi()
-    mop = _mpi_op(MPI, op)
     buf, back = _array(tensor)
     avg = _avg_step(buf, pg, tensor) if _is_avg(op) else None
-
-    start = _starter(pg.comm, "Allreduce", MPI.IN_PLACE, buf, mop)
-    return _run(pg, async_op, start, _finisher(avg, back, lambda: _bump(tensor)), [tensor])
+    request = pg.comm.Iallreduce(MPI.IN_PLACE, buf, mop)
+    return _run(pg, async_op, request, _finisher(avg, back, lambda: _bump(tensor)), [tensor],
+                "all_reduce")
 
 
 def _avg_step(buf, pg, tensor):
@@ -221,13 +200,14 @@ def broadcast(tensor, src=0, group=None, async_op=False, group_src=None):
     """Every rank's ``tensor`` becomes rank ``src``'s (a global rank, as in PyTorch)."""
     pg = resolve(group)
     root = group_src if group_src is not None else pg.group_rank(src, "src")
+    check(pg, "broadcast", describe(tensor), f"src={pg.ranks[root]}")
     nccl = _nccl_for(pg, tensor)
     if nccl is not None:
         return nccl.broadcast(tensor, root, async_op)
     buf, back = _array(tensor)
-
-    start = _starter(pg.comm, "Bcast", buf, root)
-    return _run(pg, async_op, start, _finisher(back, lambda: _bump(tensor)), [tensor])
+    request = pg.comm.Ibcast(buf, root)
+    return _run(pg, async_op, request, _finisher(back, lambda: _bump(tensor)), [tensor],
+                "broadcast")
 
 
 def _check_same(a, b, what):
@@ -245,14 +225,15 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
                          f"{n} ranks")
     for t in tensor_list:
         _check_same(t, tensor, "all_gather")
+    check(pg, "all_gather", describe(tensor))
     send, _ = _array(tensor)
     recv = np.empty((n,) + send.shape, send.dtype)
-    start = _starter(pg.comm, "Allgather", send, recv)
+    request = pg.comm.Iallgather(send, recv)
 
     def finish():
         for i, t in enumerate(tensor_list):
             _write(t, recv[i])
-    return _run(pg, async_op, start, finish, tensor_list)
+    return _run(pg, async_op, request, finish, tensor_list, "all_gather")
 
 
 def _write(t, values):
@@ -270,14 +251,15 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
     if output_tensor.numel() != n * input_tensor.numel():
         raise ValueError(f"all_gather_into_tensor: output has {output_tensor.numel()} elements, "
                          f"expected {n} x {input_tensor.numel()}")
+    check(pg, "all_gather_into_tensor", describe(input_tensor), describe(output_tensor))
     nccl = _nccl_for(pg, output_tensor, input_tensor)
     if nccl is not None:
         return nccl.all_gather(output_tensor, input_tensor, async_op)
     send, _ = _array(input_tensor)
     recv, back = _array(output_tensor)
-    start = _starter(pg.comm, "Allgather", send, recv)
-    return _run(pg, async_op, start, _finisher(back, lambda: _bump(output_tensor)),
-                [output_tensor])
+    request = pg.comm.Iallgather(send, recv)
+    return _run(pg, async_op, request, _finisher(back, lambda: _bump(output_tensor)),
+                [output_tensor], "all_gather_into_tensor")
 
 
 def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):
@@ -287,17 +269,18 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
     if input.numel() != n * output.numel():
         raise ValueError(f"reduce_scatter_tensor: input has {input.numel()} elements, expected "
                          f"{n} x {output.numel()}")
+    MPI = mpi()
+    mop = _mpi_op(MPI, op)
+    check(pg, "reduce_scatter_tensor", describe(output), describe(input), f"op={op.name}")
     nccl = _nccl_for(pg, output, input)
     if nccl is not None:
         return nccl.reduce_scatter(output, input, op, async_op)
-    MPI = mpi()
-    mop = _mpi_op(MPI, op)
     send, _ = _array(input)
     recv, back = _array(output)
     avg = _avg_step(recv, pg, output) if _is_avg(op) else None
-
-    start = _starter(pg.comm, "Reduce_scatter_block", send, recv, mop)
-    return _run(pg, async_op, start, _finisher(avg, back, lambda: _bump(output)), [output])
+    request = pg.comm.Ireduce_scatter_block(send, recv, mop)
+    return _run(pg, async_op, request, _finisher(avg, back, lambda: _bump(output)), [output],
+                "reduce_scatter_tensor")
 
 
 def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=False):
@@ -313,6 +296,7 @@ def reduce(tensor, dst=0, op=ReduceOp.SUM, group=None, async_op=False, group_dst
     root = group_dst if group_dst is not None else pg.group_rank(dst, "dst")
     MPI = mpi()
     mop = _mpi_op(MPI, op)
+    check(pg, "reduce", describe(tensor), f"op={op.name}", f"dst={pg.ranks[root]}")
     buf, back = _array(tensor)
     mine = pg.rank() == root
     if mine:
@@ -321,15 +305,15 @@ def reduce(tensor, dst=0, op=ReduceOp.SUM, group=None, async_op=False, group_dst
         finish = _finisher(avg, back, lambda: _bump(tensor))
     else:
         send, recv, finish = buf, None, None
-
-    start = _starter(pg.comm, "Reduce", send, recv, mop, root)
-    return _run(pg, async_op, start, finish, [tensor])
+    request = pg.comm.Ireduce(send, recv, mop, root)
+    return _run(pg, async_op, request, finish, [tensor], "reduce")
 
 
 def gather(tensor, gather_list=None, dst=0, group=None, async_op=False, group_dst=None):
     """Rank ``dst`` receives every rank's ``tensor`` into ``gather_list``."""
     pg = resolve(group)
     root = group_dst if group_dst is not None else pg.group_rank(dst, "dst")
+    check(pg, "gather", describe(tensor), f"dst={pg.ranks[root]}")
     send, _ = _array(tensor)
     mine = pg.rank() == root
     recv = None
@@ -339,20 +323,20 @@ def gather(tensor, gather_list=None, dst=0, group=None, async_op=False, group_ds
         recv = np.empty((pg.size(),) + send.shape, send.dtype)
     elif gather_list:
         raise ValueError("gather: gather_list must be given on the destination rank only")
-
-    start = _starter(pg.comm, "Gather", send, recv, root)
+    request = pg.comm.Igather(send, recv, root)
 
     def finish():
         if mine:
             for i, t in enumerate(gather_list):
                 _write(t, recv[i])
-    return _run(pg, async_op, start, finish, gather_list or [])
+    return _run(pg, async_op, request, finish, gather_list or [], "gather")
 
 
 def scatter(tensor, scatter_list=None, src=0, group=None, async_op=False, group_src=None):
     """Rank i's ``tensor`` becomes ``scatter_list[i]`` of rank ``src``."""
     pg = resolve(group)
     root = group_src if group_src is not None else pg.group_rank(src, "src")
+    check(pg, "scatter", describe(tensor), f"src={pg.ranks[root]}")
     recv, back = _array(tensor)
     send = None
     if pg.rank() == root:
@@ -362,9 +346,9 @@ def scatter(tensor, scatter_list=None, src=0, group=None, async_op=False, group_
                          for t in scatter_list]).astype(recv.dtype, copy=False)
     elif scatter_list:
         raise ValueError("scatter: scatter_list must be given on the source rank only")
-
-    start = _starter(pg.comm, "Scatter", send, recv, root)
-    return _run(pg, async_op, start, _finisher(back, lambda: _bump(tensor)), [tensor])
+    request = pg.comm.Iscatter(send, recv, root)
+    return _run(pg, async_op, request, _finisher(back, lambda: _bump(tensor)), [tensor],
+                "scatter")
 
 
 def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=None,
@@ -373,17 +357,22 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
     if output_split_sizes is not None or input_split_sizes is not None:
         raise NotImplementedError("all_to_all_single: only equal splits are supported")
     pg = resolve(group)
+    if output.numel() != input.numel() or output.numel() % pg.size():
+        raise ValueError(f"all_to_all_single: input ({input.numel()} elements) and output "
+                         f"({output.numel()}) must be equal and divisible by the group size "
+                         f"{pg.size()}")
+    check(pg, "all_to_all_single", describe(output), describe(input))
     send, _ = _array(input)
     recv, back = _array(output)
-
-    start = _starter(pg.comm, "Alltoall", send, recv)
-    return _run(pg, async_op, start, _finisher(back, lambda: _bump(output)), [output])
+    request = pg.comm.Ialltoall(send, recv)
+    return _run(pg, async_op, request, _finisher(back, lambda: _bump(output)), [output],
+                "all_to_all_single")
 
 
 def send(tensor, dst, group=None, tag=0):
     pg = resolve(group)
     buf, _ = _array(tensor)
-    pg.comm.Send(buf, pg.group_rank(dst, "dst"), tag)
+    poll(pg.comm.Isend(buf, pg.group_rank(dst, "dst"), tag), pg.timeout, "send")
 
 
 def recv(tensor, src=None, group=None, tag=0):
@@ -392,8 +381,9 @@ def recv(tensor, src=None, group=None, tag=0):
     MPI = mpi()
     buf, back = _array(tensor)
     status = MPI.Status()
-    pg.comm.Recv(buf, MPI.ANY_SOURCE if src is None else pg.group_rank(src, "src"),
-                 MPI.ANY_TAG if tag is None else tag, status)
+    request = pg.comm.Irecv(buf, MPI.ANY_SOURCE if src is None else pg.group_rank(src, "src"),
+                            MPI.ANY_TAG if tag is None else tag)
+    poll(request, pg.timeout, "recv", status)
     if back is not None:
         back()
     _bump(tensor)
@@ -403,7 +393,8 @@ def recv(tensor, src=None, group=None, tag=0):
 def isend(tensor, dst, group=None, tag=0):
     pg = resolve(group)
     buf, _ = _array(tensor)
-    return Work(pg.comm.Isend(buf, pg.group_rank(dst, "dst"), tag), None, [tensor], pg.timeout)
+    return Work(pg.comm.Isend(buf, pg.group_rank(dst, "dst"), tag), None, [tensor], pg.timeout,
+                "isend")
 
 
 def irecv(tensor, src=None, group=None, tag=0):
@@ -411,7 +402,7 @@ def irecv(tensor, src=None, group=None, tag=0):
     MPI = mpi()
     buf, back = _array(tensor)
     req = pg.comm.Irecv(buf, MPI.ANY_SOURCE if src is None else pg.group_rank(src, "src"), tag)
-    return Work(req, _finisher(back, lambda: _bump(tensor)), [tensor], pg.timeout)
+    return Work(req, _finisher(back, lambda: _bump(tensor)), [tensor], pg.timeout, "irecv")
 
 
 def barrier(group=None, async_op=False, device_ids=None):
@@ -420,7 +411,7 @@ def barrier(group=None, async_op=False, device_ids=None):
     pg = resolve(group)
     req = pg.comm.Ibarrier()
     if async_op:
-        return Work(req, None, [], pg.timeout)
+        return Work(req, None, [], pg.timeout, "barrier")
     poll(req, pg.timeout, "barrier")
     return None
 
@@ -429,29 +420,3 @@ def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
     pg = resolve(group)
     seconds = pg.timeout if timeout is None else timeout.total_seconds()
     poll(pg.comm.Ibarrier(), seconds, "monitored_barrier")
-
-
-# Python objects (pickled, as PyTorch's *_object calls) -----------------------------------
-
-def all_gather_object(object_list, obj, group=None):
-    pg = resolve(group)
-    object_list[:] = pg.comm.allgather(obj)
-
-
-def broadcast_object_list(object_list, src=0, group=None, device=None):
-    pg = resolve(group)
-    object_list[:] = pg.comm.bcast(list(object_list), root=pg.group_rank(src, "src"))
-
-
-def gather_object(obj, object_gather_list=None, dst=0, group=None):
-    pg = resolve(group)
-    got = pg.comm.gather(obj, root=pg.group_rank(dst, "dst"))
-    if got is not None and object_gather_list is not None:
-        object_gather_list[:] = got
-
-
-def scatter_object_list(scatter_object_output_list, scatter_object_input_list=None, src=0,
-                        group=None):
-    pg = resolve(group)
-    scatter_object_output_list[0] = pg.comm.scatter(scatter_object_input_list,
-                                                    root=pg.group_rank(src, "src"))

@@ -185,7 +185,8 @@ class DistributedDataParallel(Module):
                 bucket.pending -= 1
             self._launch_ready()
             from ..distributed._group import mpi
-            self._pg.comm.Allreduce(mpi().IN_PLACE, used, mpi().SUM)
+            poll(self._pg.comm.Iallreduce(mpi().IN_PLACE, used, mpi().SUM), self._pg.timeout,
+                 "DistributedDataParallel (find_unused_parameters)")
         n = self._pg.size()
         for bucket in self._buckets:
             poll(bucket.request, self._pg.timeout, "DistributedDataParallel gradient all-reduce")
