@@ -13,6 +13,8 @@ import pytest
 import tracegrad as torch
 from tracegrad.autograd import Function, Variable, gradcheck
 
+from tolerances import close
+
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (CuPy)")
 
 
@@ -60,8 +62,10 @@ def test_000_dummy_bn_forward():
     v = data.var(axis=(0, 2, 3))
     ref = (data - m[None, :, None, None]) / np.sqrt(v[None, :, None, None] + 1e-5)
     ref = ref * w.detach().numpy()[:, None, None] + b.detach().numpy()[:, None, None]
-    np.testing.assert_allclose(y.detach().numpy(), ref, rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(var_val.detach().numpy(), v, rtol=1e-12)
+    # float64 means and variances over 100 elements, by two formulas: 2 x 128 roundings
+    tol = close("float64", n_ops=256, scale=4)
+    np.testing.assert_allclose(y.detach().numpy(), ref, **tol)
+    np.testing.assert_allclose(var_val.detach().numpy(), v, **tol)
     assert gradcheck(lambda x, w, b: dummy_bn_forward(x[:2, :, :2, :2], w, b, 1e-5)[2],
                      (x, w, b))
 
@@ -81,12 +85,12 @@ def test_000_tensor_hook(capsys):
 def test_002_saved_tensors():
     x = torch.randn(5, requires_grad=True)
     y = x.pow(2)
-    assert x.equal(y.grad_fn._saved_self)
+    assert x.equal(y.grad_fn._saved_self)      # the same tensor: equal to the bit
     assert x is y.grad_fn._saved_self
 
     x = torch.randn(5, requires_grad=True)
     y = x.exp()
-    assert y.equal(y.grad_fn._saved_result)
+    assert y.equal(y.grad_fn._saved_result)    # a saved copy of the same values
     assert y is not y.grad_fn._saved_result
 
 
@@ -385,9 +389,8 @@ def test_004_resnet18_profiler(capsys):
     # transposed convolution) and the weight gradient; the first conv's input needs a gradient
     assert calls["conv2d"] == calls["ConvolutionBackward0"] == 40
     assert calls["conv_transpose_nd"] == calls["conv_weight_grad"] == 40
-    # 20 BatchNorms a step; batch_norm is a composite, so its backward appears as the nodes of
-    # its parts (the normalisation's rsqrt among them)
-    assert calls["batch_norm"] == 40 and calls["RsqrtBackward0"] == 40
+    # 20 BatchNorms a step; batch_norm is a composite shown as PyTorch's one backward node
+    assert calls["batch_norm"] == 40 and calls["NativeBatchNormBackward0"] == 40
     assert calls["max_pool2d"] >= 2 and calls["MaxPool2DWithIndicesBackward0"] == 2
     assert calls["torch::autograd::AccumulateGrad"] == 2 * (62 + 1)   # parameters and x
     # sorted by self CPU time, largest first

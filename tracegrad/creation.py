@@ -321,6 +321,8 @@ def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
 
 def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=None,
             requires_grad=False):
+    if size is None and isinstance(high, (tuple, list)):
+        high, size = None, high         # randint(high, size), PyTorch's other overload
     if high is None:
         low, high = 0, low
     if size is None:

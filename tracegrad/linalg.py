@@ -134,9 +134,11 @@ def _check_lstsq(A, B, vector):
 
 def lstsq(A, B, rcond=None, *, driver=None):
     """The least-squares solution of A X = B (the minimum-norm one when A is wide), through
-    a QR of A (or of A^T), so it is differentiable. As PyTorch's default CPU driver
-    ('gelsy') does, ``residuals`` and ``singular_values`` are empty and ``rank`` is A's rank;
-    A must have full rank."""
+    a QR of A (or of A^T), so it is differentiable; A must have full rank. The other outputs
+    are shaped by ``driver`` as PyTorch's CPU drivers shape them: ``rank`` is empty for
+    'gels'; ``singular_values`` are A's for 'gelsd' and 'gelss', else empty; ``residuals``
+    (the squared residual of each column of B) are given when A is tall with full rank and
+    the driver is not 'gelsy' (the default), else empty."""
     if driver not in (None, "gelsy", "gels", "gelsd", "gelss"):
         raise op_error("linalg.lstsq", "parameter `driver` should be one of (gels, gelsy, "
                                        "gelsd, gelss)")
@@ -150,11 +152,22 @@ def lstsq(A, B, rcond=None, *, driver=None):
     else:
         q, r = qr(_mT(A))
         x = matmul(q, solve(_mT(r), b))
+    from .creation import tensor
+    from .ops.reduce_ops import sum
+
+    def empty(dtype=A.dtype):
+        return tensor(np.zeros((0,), dtype.np))
+    driver = driver or "gelsy"
+    rank = matrix_rank(A.detach()) if driver != "gels" else empty(dtypes.int64)
+    full = m > n and (driver == "gels" or bool((rank == n).all()))
+    residuals = empty()
+    if full and driver != "gelsy":
+        r = matmul(A, x) - b
+        residuals = sum(r * r, -2)
+    values = svdvals(A.detach()) if driver in ("gelsd", "gelss") else empty()
     if vector:
         x = squeeze(x, -1)
-    from .creation import tensor
-    empty = tensor(np.zeros((0,), A.dtype.np))
-    return _lstsq_result(x, empty, matrix_rank(A.detach()), tensor(np.zeros((0,), A.dtype.np)))
+    return _lstsq_result(x, residuals, rank, values)
 
 
 matrix_rank_p = Primitive(
@@ -163,13 +176,38 @@ matrix_rank_p = Primitive(
     dtype=lambda a, **_: dtypes.int64, shape=lambda s, **_: tuple(s[:-2]), kind="other")
 
 
-def matrix_rank(A, *, hermitian=False):
-    """The number of singular values above max(m, n) * eps * s_max (NumPy's and PyTorch's
-    default tolerance)."""
+def matrix_rank(A, tol=None, hermitian=False, *, atol=None, rtol=None):
+    """The number of singular values above max(atol, rtol * s_max), as PyTorch's: by default
+    rtol = max(m, n) * eps and atol = 0 (NumPy's tolerance); an ``atol`` alone sets rtol to 0;
+    the older ``tol`` is ``atol`` with rtol 0. ``atol`` and ``rtol`` may be tensors that
+    broadcast against the batch."""
     problem = matrix_problem(A.shape, square=False, name="input") or _float_or_double(A)
     if problem:
         raise op_error("linalg.matrix_rank", problem)
-    return run(matrix_rank_p, A, hermitian=bool(hermitian))
+    if tol is not None:
+        if atol is not None or rtol is not None:
+            raise op_error("linalg.matrix_rank", "tol cannot be given with atol or rtol")
+        atol, rtol = tol, 0.0
+    if atol is None and rtol is None:
+        return run(matrix_rank_p, A, hermitian=bool(hermitian))
+    from .ops.elementwise import abs, maximum
+    from .ops.reduce_ops import amax, sum
+    m, n = A.shape[-2], A.shape[-1]
+    if rtol is None:
+        rtol = 0.0 if _positive(atol) else max(m, n) * float(np.finfo(A.dtype.np).eps)
+    A = A.detach()
+    s = abs(eigvalsh(A)) if hermitian else svdvals(A)
+    if 0 in (m, n):
+        return sum(s > 0, -1)
+    cut = maximum(rtol * amax(s, -1), atol if atol is not None else 0.0)
+    return sum(s > unsqueeze(cut, -1), -1)
+
+
+def _positive(atol):
+    """Whether ``atol`` is given above zero (a tensor ``atol`` is taken as given)."""
+    if atol is None:
+        return False
+    return True if hasattr(atol, "shape") else atol > 0
 
 
 # top-level names and Tensor methods -------------------------------------------------------
@@ -204,8 +242,11 @@ def matrix_power(A, n):
     if n < 0:
         return matrix_power(inv(A), -n)
     if n == 0:      # the identity, whatever A holds (NaN and inf included), batched as A
-        from .creation import eye
-        return broadcast_to(eye(A.shape[-1], dtype=A.dtype), A.shape).clone()
+        from .creation import eye, ones
+        identity = broadcast_to(eye(A.shape[-1], dtype=A.dtype, device=A.device), A.shape)
+        # where, not identity + 0 * A: a differentiable result with a zero gradient for A
+        # (PyTorch's requires grad) that NaN or inf entries of A cannot reach
+        return where(ones(A.shape, dtype=dtypes.bool, device=A.device), identity, A)
     out = A
     for _ in range(n - 1):
         out = matmul(out, A)

@@ -56,6 +56,10 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
         return sum(a, dim, keepdim)
     if ord == 2:
         return _safe_root(sum(x * x, dim, keepdim), 2)
+    if ord < 1:     # |x|^ord has no derivative at 0 (0 * inf): PyTorch's is 0 there
+        zero = a == 0
+        powers = where(zero, 0.0 ** ord if ord > 0 else math.inf, where(zero, 1.0, a) ** ord)
+        return _safe_root(sum(powers, dim, keepdim), ord)
     return _safe_root(sum(a ** ord, dim, keepdim), ord)
 
 

@@ -12,7 +12,7 @@ from .activation import (
 from .attention import MultiheadAttention
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
-from .dropout import Dropout
+from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
 from .fold import Fold, Unfold
 from .linear import Flatten, Identity, Linear, Unflatten
 from .loss import (
@@ -44,6 +44,7 @@ from .transformer import (
     TransformerEncoderLayer,
 )
 from .upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
+from . import modules  # noqa: E402 - PyTorch's nn.modules.<file> paths to the layers above
 
 __all__ = [
     "Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "Linear", "Identity",
@@ -66,4 +67,4 @@ __all__ += ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "Av
 __all__ += ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell",
             "MultiheadAttention", "Transformer", "TransformerEncoder", "TransformerDecoder",
             "TransformerEncoderLayer", "TransformerDecoderLayer", "ParameterList",
-            "ParameterDict", "Unflatten"]
+            "ParameterDict", "Unflatten", "Dropout1d", "Dropout2d", "Dropout3d", "modules"]

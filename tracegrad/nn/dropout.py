@@ -1,12 +1,13 @@
-"""``Dropout``: random zeroing while training, the identity in eval mode."""
+"""Dropout layers: random zeroing while training, the identity in eval mode.
+
+``Dropout`` zeroes elements; ``Dropout1d``/``2d``/``3d`` zero whole channels (see
+``functional_dropout.py`` for the shapes each takes and PyTorch's warnings).
+"""
 from . import functional as F
 from .module import Module
 
 
-class Dropout(Module):
-    """Zeroes each element with probability ``p`` in training and scales the kept ones by
-    ``1/(1-p)``, so the expected output equals the input; ``eval()`` makes it the identity."""
-
+class _DropoutNd(Module):
     def __init__(self, p=0.5, inplace=False):
         super().__init__()
         if p < 0 or p > 1:
@@ -14,8 +15,34 @@ class Dropout(Module):
         self.p = p
         self.inplace = inplace
 
+    def extra_repr(self):
+        return f"p={self.p}, inplace={self.inplace}"
+
+
+class Dropout(_DropoutNd):
+    """Zeroes each element with probability ``p`` in training and scales the kept ones by
+    ``1/(1-p)``, so the expected output equals the input; ``eval()`` makes it the identity."""
+
     def forward(self, input):
         return F.dropout(input, self.p, self.training, self.inplace)
 
-    def extra_repr(self):
-        return f"p={self.p}, inplace={self.inplace}"
+
+class Dropout1d(_DropoutNd):
+    """Zeroes whole channels of (N, C, L) or (C, L) inputs with probability ``p``."""
+
+    def forward(self, input):
+        return F.dropout1d(input, self.p, self.training, self.inplace)
+
+
+class Dropout2d(_DropoutNd):
+    """Zeroes whole channels of (N, C, H, W) inputs with probability ``p``."""
+
+    def forward(self, input):
+        return F.dropout2d(input, self.p, self.training, self.inplace)
+
+
+class Dropout3d(_DropoutNd):
+    """Zeroes whole channels of (N, C, D, H, W) or (C, D, H, W) inputs with probability ``p``."""
+
+    def forward(self, input):
+        return F.dropout3d(input, self.p, self.training, self.inplace)

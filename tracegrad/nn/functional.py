@@ -6,7 +6,6 @@ follow PyTorch's kernels where the form matters for rounding or for a
 gradient at a kink (noted where they do). Randomness (dropout) comes from
 ``tracegrad.rand_like`` so a tracer sees it as a random op.
 """
-import math
 import warnings
 
 import tracegrad
@@ -14,17 +13,21 @@ import tracegrad
 from ..autograd.grad_mode import no_grad
 from ..ops import (
     abs, exp, expm1, gelu as _gelu, index_select, log1p,
-    log_softmax as _log_softmax, matmul, minimum, norm, pow, relu as _relu, rsqrt,
-    sigmoid as _sigmoid, silu as _silu, softmax as _softmax, softplus, sqrt, tanh as _tanh,
+    log_softmax as _log_softmax, matmul, minimum, norm, relu as _relu, rsqrt,
+    sigmoid as _sigmoid, silu as _silu, softmax as _softmax, softplus, tanh as _tanh,
     where,
 )
 from ..ops.core import op_error
+from ..ops.linalg import mm
+from ..ops.nn_ops import _tracing, addmm
+from ..ops.nn_ops import embedding as _embedding
 from ..ops.declare import backward_name
 from .attention import scaled_dot_product_attention  # noqa: F401, E402
 from .functional_conv import (  # noqa: F401 - F.conv2d, F.pad, F.unfold, ...
     conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d, fold, pad,
     unfold,
 )
+from .functional_dropout import dropout1d, dropout2d, dropout3d, feature_dropout  # noqa: F401
 from .functional_loss import (  # noqa: F401 - the losses are F.mse_loss and so on, as PyTorch's
     _reduction, binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy,
     huber_loss, kl_div, l1_loss, mse_loss, nll_loss, smooth_l1_loss,
@@ -200,13 +203,8 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
 
 def _vector_norm(input, p, dim):
     """``norm(input, p, dim, keepdim=True)`` with PyTorch's zero gradient at a zero vector
-    (``sqrt'(0) = inf`` would make it NaN)."""
-    if p == 1 or p == math.inf:
-        return norm(input, p, dim, keepdim=True)
-    total = (input * input if p == 2 else pow(abs(input), p)).sum(dim, keepdim=True)
-    zero = total == 0
-    safe = where(zero, 1.0, total)
-    return where(zero, 0.0, sqrt(safe) if p == 2 else pow(safe, 1.0 / p))
+    (``sqrt'(0) = inf`` would make it NaN); every order of ``linalg.vector_norm``, 0 too."""
+    return norm(input, p, dim, keepdim=True)
 
 
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
@@ -232,9 +230,27 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
 
 
 def linear(input, weight, bias=None):
-    """``input @ weight.T + bias``."""
-    out = matmul(input, weight.t())
-    return out if bias is None else out + bias
+    """``input @ weight.T + bias``, with PyTorch's nodes: ``AddmmBackward0`` on a matrix, the
+    same between two ``ViewBackward0`` for other ranks; without a bias ``MmBackward0`` (and
+    ``UnsafeViewBackward0`` for a batch)."""
+    if _tracing() or input.ndim == 0 or weight.ndim != 2:
+        out = matmul(input, weight.t())
+        return out if bias is None else out + bias
+    wt = weight.t()
+    if input.ndim == 2:
+        return mm(input, wt) if bias is None else addmm(bias, input, wt)
+    if bias is None and input.ndim == 1:
+        return matmul(input, wt)
+    lead = input.shape[:-1]
+    flat = input.reshape(-1, input.shape[-1])
+    if bias is None:
+        return _unsafe_view(mm(flat, wt), (*lead, weight.shape[0]))
+    return addmm(bias, flat, wt).reshape(*lead, weight.shape[0])
+
+
+@backward_name("UnsafeViewBackward0", collapse=False)
+def _unsafe_view(input, shape):
+    return input.reshape(shape)
 
 
 def dropout(input, p=0.5, training=True, inplace=False):
@@ -261,9 +277,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
                                     f"the following scalar types: Long, Int; but got "
                                     f"{input.type()} instead (while checking arguments for "
                                     f"embedding)")
-    if scale_grad_by_freq or sparse:
-        raise NotImplementedError("embedding: scale_grad_by_freq and sparse gradients are not "
-                                  "supported by tracegrad")
+    if sparse:
+        raise NotImplementedError("embedding: sparse gradients are not supported by tracegrad")
     num = weight.shape[0]
     if padding_idx is not None:
         if not -num <= padding_idx < num:
@@ -276,16 +291,13 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
             norms = norm(rows, norm_type, dim=1, keepdim=True)
             scale = where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
             weight[flat] = rows * scale
-    out = index_select(weight, 0, flat).reshape(*input.shape, weight.shape[1])
-    if padding_idx is not None:
-        pad = (input == padding_idx).unsqueeze(-1)
-        out = where(pad, out.detach(), out)
-    return out
+    return _embedding(weight, input, padding_idx, scale_grad_by_freq)   # EmbeddingBackward0
 
 
 # normalisation -------------------------------------------------------------------------------
 
 
+@backward_name("NativeBatchNormBackward0")
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
                momentum=0.1, eps=1e-5):
     """Normalise over every dim but the channel dim 1.
@@ -295,6 +307,9 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     ``running = (1 - momentum) * running + momentum * batch_stat``. Otherwise the running
     stats normalise.
     """
+    if input.ndim < 2 and input.numel() == 0 and all(
+            t is None or t.numel() == 0 for t in (running_mean, running_var, weight, bias)):
+        return input.clone()    # an empty 1-D batch (no channels): PyTorch returns a copy
     if input.ndim < 2:
         raise ValueError(f"batch_norm: expected at least 2D input (got {input.ndim}D input)")
     c = input.shape[1]

@@ -2,11 +2,12 @@
 
 Each function checks its arguments with PyTorch's wording, adds and removes the batch dim of
 an unbatched input, and calls one primitive of ``tracegrad.ops.conv`` (of ``ops.pad`` for
-``pad``), plus an add for the bias, so a biased convolution's ``grad_fn`` is ``AddBackward0``
-where PyTorch's fused kernel reports ``ConvolutionBackward0``.
+``pad``), plus an add for the bias; in eager mode the two are one ``ConvolutionBackward0``
+node over input, weight and bias, as PyTorch's fused kernel reports (``_biased``).
 """
 from ..ops.conv import col2im, conv_nd, conv_transpose_nd, im2col
 from ..ops.core import op_error
+from ..ops.declare import backward_name
 from ..ops.pad import pad_nd
 from ..ops.shape_ops import reshape, squeeze, unsqueeze
 
@@ -57,6 +58,12 @@ def _add_bias(op, out, weight, bias, channels):
     return out + reshape(bias, (channels,) + (1,) * (out.ndim - 2))
 
 
+@backward_name("ConvolutionBackward0")
+def _biased(conv, input, weight, bias, op, channels, *params):
+    """``conv(input, weight, *params)`` plus the bias: one node in eager mode."""
+    return _add_bias(op, conv(input, weight, *params), weight, bias, channels)
+
+
 def _same_padding(kernel, dilation):
     """PyTorch's split of ``'same'``: the odd element of an even total goes on the high side."""
     pads = []
@@ -88,8 +95,8 @@ def _conv(nd, input, weight, bias, stride, padding, dilation, groups):
         padding = _tuple(padding, nd, "padding", op)
         _check_positive(op, stride, padding, dilation, groups)
         pads = tuple((p, p) for p in padding)
-    out = _add_bias(op, conv_nd(x, weight, stride, pads, dilation, groups), weight, bias,
-                    weight.shape[0])
+    out = conv_nd(x, weight, stride, pads, dilation, groups) if bias is None else \
+        _biased(conv_nd, x, weight, bias, op, weight.shape[0], stride, pads, dilation, groups)
     return squeeze(out, 0) if added else out
 
 
@@ -127,9 +134,11 @@ def _conv_transpose(nd, input, weight, bias, stride, padding, output_padding, gr
         raise op_error(op, "output padding must be smaller than either stride or dilation, but "
                            "got " + " ".join(parts))
     x, added = _batched(op, input, nd)
-    out = conv_transpose_nd(x, weight, stride, tuple((p, p) for p in padding), dilation, groups,
-                            output_padding)
-    out = _add_bias(op, out, weight, bias, weight.shape[1] * groups)
+    pads = tuple((p, p) for p in padding)
+    out = conv_transpose_nd(x, weight, stride, pads, dilation, groups, output_padding) \
+        if bias is None else _biased(conv_transpose_nd, x, weight, bias, op,
+                                     weight.shape[1] * groups, stride, pads, dilation, groups,
+                                     output_padding)
     return squeeze(out, 0) if added else out
 
 

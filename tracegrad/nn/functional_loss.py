@@ -103,7 +103,6 @@ def _class_weight(weight, input):
     return weight.reshape((1, -1) + (1,) * (input.ndim - 2))
 
 
-@backward_name("NllLossBackward0")
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
                   reduction="mean", label_smoothing=0.0):
     """log_softmax over the class dim, then the NLL of class indices (``target`` integer) or
@@ -115,6 +114,9 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     class_dim = 0 if input.ndim == 1 else 1
     n_classes = input.shape[class_dim]
     logp = _log_softmax(input, class_dim)
+    if not target.is_floating_point() and label_smoothing == 0:
+        # PyTorch's nodes: NllLossBackward0 over LogSoftmaxBackward0
+        return nll_loss(logp, target, weight, ignore_index=ignore_index, reduction=reduction)
     if target.is_floating_point():
         if target.shape != input.shape:
             raise op_error("cross_entropy", f"expected class-probability target of the input's "

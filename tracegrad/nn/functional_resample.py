@@ -23,7 +23,8 @@ _LINEAR = {"linear": 1, "bilinear": 2, "trilinear": 3}
 
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
-    """PyTorch's ``interpolate`` for the modes nearest, nearest-exact, (bi/tri)linear and area.
+    """PyTorch's ``interpolate`` for the modes nearest, nearest-exact, (bi/tri)linear, bicubic
+    and area.
 
     With ``scale_factor`` the output size is ``floor(size * scale_factor)`` and, unless
     ``recompute_scale_factor`` is True, the source index uses ``1 / scale_factor`` (not
@@ -38,10 +39,10 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if n not in (1, 2, 3) or mode not in _MODES.split(" | "):
         raise NotImplementedError(f"Input Error: Only 3D, 4D and 5D input Tensors supported (got "
                                   f"{input.ndim}D) for the modes: {_MODES} (got {mode})")
-    if mode in _LINEAR and _LINEAR[mode] != n:
+    if mode in _LINEAR and _LINEAR[mode] != n or mode == "bicubic" and n != 2:
         raise NotImplementedError(f"Got {input.ndim}D input, but {mode} mode needs "
-                                  f"{_LINEAR[mode] + 2}D input")
-    if mode in ("bicubic", "lanczos") or antialias:
+                                  f"{_LINEAR.get(mode, 2) + 2}D input")
+    if mode == "lanczos" or antialias:
         raise NotImplementedError(f"interpolate: mode={mode!r} (antialias={antialias}) is not "
                                   f"supported by tracegrad; use bilinear, linear or nearest")
     if size is not None and scale_factor is not None:
@@ -74,6 +75,10 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         maps = tuple(("linear", L, o, bool(align_corners), f)
                      for L, o, f in zip(sizes, outs, scales))
         return P.linear_map(input, P.UPSAMPLE["linear", n], maps)
+    if mode == "bicubic":
+        maps = tuple(("cubic", L, o, bool(align_corners), f)
+                     for L, o, f in zip(sizes, outs, scales))
+        return P.linear_map(input, P.UPSAMPLE["cubic", 2], maps)
     maps = tuple((mode, L, o, f) for L, o, f in zip(sizes, outs, scales))
     return P.linear_map(input, P.UPSAMPLE[mode, n], maps)
 

@@ -13,8 +13,9 @@ Packed sequences are not supported.
 """
 import math
 
-from .. import creation
+from .. import creation, dtypes
 from ..ops import cat, relu, sigmoid, stack, tanh
+from ..ops.declare import backward_name
 from . import functional as F, init
 from .module import Module
 from .parameter import Parameter
@@ -40,6 +41,27 @@ def _lstm_step(x_proj, state, w_hh, b_hh, w_hr=None):
     if w_hr is not None:
         h = _linear(h, w_hr, None)
     return h, c
+
+
+# the dtypes PyTorch's CPU LSTM runs through its fused (MKL-DNN) layer kernel; float64 and
+# projected LSTMs run step by step there, as here
+_MKLDNN = tuple(getattr(dtypes, n) for n in ("float32", "float16", "bfloat16")
+                if hasattr(dtypes, n))
+
+
+@backward_name("MkldnnRnnLayerBackward0")
+def _lstm_layer(input, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse=False, w_hr=None):
+    """One LSTM layer in one direction over a ``(L, N, H_in)`` sequence: ``(output, h_T,
+    c_T)``. In eager mode it is one node, as PyTorch's CPU kernel (``MkldnnRnnLayerBackward0``
+    over the input, the four weights and the initial state)."""
+    x_proj = _linear(input, w_ih, b_ih).unbind(0)
+    steps = range(len(x_proj) - 1, -1, -1) if reverse else range(len(x_proj))
+    hs = [None] * len(x_proj)
+    state = (hx, cx)
+    for t in steps:
+        state = _lstm_step(x_proj[t], state, w_hh, b_hh, w_hr)
+        hs[t] = state[0]
+    return stack(hs, 0), state[0], state[1]
 
 
 def _gru_step(x_proj, h, w_hh, b_hh):
@@ -160,6 +182,12 @@ class RNNBase(Module):
             for direction in range(num_directions):
                 w_ih, w_hh, b_ih, b_hh, w_hr = self._weights(layer, direction)
                 state = states[layer * num_directions + direction]
+                if self.mode == "LSTM" and w_hr is None and layer_input.dtype in _MKLDNN:
+                    out, h, c = _lstm_layer(layer_input, w_ih, w_hh, b_ih, b_hh, *state,
+                                            reverse=bool(direction), w_hr=w_hr)
+                    outputs.append(out)
+                    finals.append((h, c))
+                    continue
                 # the input projection of every time step at once
                 x_proj = _linear(layer_input, w_ih, b_ih).unbind(0)
                 steps = range(len(x_proj) - 1, -1, -1) if direction else range(len(x_proj))

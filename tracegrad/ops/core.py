@@ -35,6 +35,7 @@ checked against ``saves``: what it reads must be what eager autograd keeps for i
 import linecache
 import os
 import sys
+import warnings
 
 import numpy as np
 
@@ -123,7 +124,9 @@ class Primitive:
                  method=None,
                  inplace_method=None, doc=None, helpers=None):
         self.name = name
-        self.impl = impl
+        # quiet like PyTorch (see "floating-point events"): reductions and the other
+        # computing primitives run under NumPy's quiet error state
+        self.impl = impl if kind in _FILTER_QUIETS or view else _quietly(impl)
         self.dtype = dtype              # dtype(*operands, **params) -> dtype
         # the rule gives operands of one dtype that dtype back: for any dtype (promote), for
         # floating ones (float_promote); bind then skips it (see apply_plain)
@@ -368,6 +371,65 @@ def _explain_failure(prim, args, params, exc):
     return op_error(prim.name, str(exc), etype)
 
 
+# floating-point events -----------------------------------------------------------
+# NumPy reports log(0), 1/0, exp(1000), 0/0 as RuntimeWarnings; PyTorch computes inf and nan
+# silently, and so does tracegrad, without touching the NumPy settings of the user's own code.
+# np.errstate around every op would cost 0.2 to 1.3 us (a ContextVar set and reset, plus the
+# context manager), too much for an elementwise op, so two ways are used:
+# - elementwise primitives call ufuncs directly from tracegrad's modules: NumPy attributes
+#   their warnings to those modules, and one warnings filter ignores NumPy's floating-point
+#   messages from modules named tracegrad* (the package, and the tracegrad_generated_* drivers
+#   of compiled code). ``apply_plain`` keeps it first in ``warnings.filters`` with one identity
+#   check (a user's simplefilter("always") or "error", or a catch_warnings block that restores
+#   the list from before the import, would otherwise shadow or drop it);
+# - the other computing primitives (reductions, pooling, ...) reach ufuncs through NumPy's
+#   Python-level helpers, whose warnings name NumPy's modules, where a filter cannot tell them
+#   from the user's own calls: their implementations run under NumPy's quiet error state, set
+#   as np.errstate sets it (``_quietly``, applied when the primitive is declared; compiled
+#   code calls the same implementations).
+# A user's np.seterr(all="raise") is met by running the implementation again, quietly.
+# Anomaly mode finds NaNs by looking at the values, not through these warnings.
+_FP_MESSAGES = r"(divide by zero|overflow|underflow|invalid value) encountered in"
+# kinds whose implementations call ufuncs from tracegrad's modules (matmul: np.matmul), or
+# compute nothing (shape, source, random): the filter alone keeps them quiet, for free
+_FILTER_QUIETS = ("elementwise", "matmul", "shape", "source", "random")
+_quiet_filter = None        # the filter's tuple as it sits in warnings.filters
+
+
+def _keep_quiet_filter():
+    """Put the quiet filter first in ``warnings.filters`` (again)."""
+    global _quiet_filter
+    warnings.filterwarnings("ignore", message=_FP_MESSAGES, category=RuntimeWarning,
+                            module=r"tracegrad")
+    _quiet_filter = warnings.filters[0]
+
+
+try:    # np.errstate's own state (NumPy >= 2), set without the context manager's cost
+    from numpy._core._ufunc_config import _extobj_contextvar, _make_extobj
+    _QUIET_STATE = _make_extobj(all="ignore")
+    _quiet_enter, _quiet_exit = _extobj_contextvar.set, _extobj_contextvar.reset
+except ImportError:         # NumPy 1.x: a thread's error state is set through np.seterr
+    _QUIET_STATE = {"all": "ignore"}
+    _quiet_enter = lambda state: np.seterr(**state)     # noqa: E731 - returns the old state
+    _quiet_exit = lambda old: np.seterr(**old)          # noqa: E731
+
+
+def _quietly(impl):
+    """``impl`` run under NumPy's quiet error state, the caller's given back after."""
+    def quiet_impl(*args, **kwargs):
+        token = _quiet_enter(_QUIET_STATE)
+        try:
+            return impl(*args, **kwargs)
+        finally:
+            _quiet_exit(token)
+    quiet_impl.__wrapped__ = impl
+    quiet_impl.__name__ = quiet_impl.__qualname__ = getattr(impl, "__name__", "impl")
+    return quiet_impl
+
+
+_keep_quiet_filter()
+
+
 # eager application ----------------------------------------------------------------
 
 def _xp(arrays):
@@ -421,12 +483,18 @@ def apply_plain(prim, args, params):
             arrays.append(a)
             same = False
     xp = np if not on_gpu else _device_xp(prim, args, arrays)
+    filters = warnings.filters      # quiet like PyTorch (see "floating-point events" above)
+    if not filters or filters[0] is not _quiet_filter:
+        _keep_quiet_filter()
     try:
         # an op that keeps its operands' one dtype needs no rule for it (most ops, most calls)
         if not (same and prim.keeps_dtype and dt is not None
                 and (dt.is_floating_point or prim.keeps_dtype is _ANY_DTYPE)):
             dt = prim.dtype(*args, **params)
         out = prim.impl(xp, *arrays, **params)
+    except FloatingPointError:      # the user's np.seterr(all="raise"): PyTorch never raises
+        with np.errstate(all="ignore"):
+            out = prim.impl(xp, *arrays, **params)
     except Exception as exc:   # noqa: BLE001 - re-raised with the op's name
         raise _explain_failure(prim, args, params, exc) from None
     if type(out) is not np.ndarray and xp is np and not hasattr(out, "__cuda_array_interface__"):
@@ -566,6 +634,8 @@ def _inplace(prim, name, target, *others, **params):
         raise op_error(name, f"result type {res_dt.name.capitalize()} can't be cast to the desired "
                              f"output type {dt.name.capitalize()}")
     if not recording and prim.inplace_impl is not None:
+        if not warnings.filters or warnings.filters[0] is not _quiet_filter:
+            _keep_quiet_filter()    # quiet like PyTorch, as in apply_plain
         arrays = [o._data if isinstance(o, Tensor) else o for o in others]
         try:
             shape = prim.shape(target.shape, *[getattr(o, "shape", ()) for o in others], **params)

@@ -167,17 +167,34 @@ __all__ = ["method", "install_method", "TENSOR_METHODS", "reads", "check_vjp_rea
 _RENAMED = {}       # (node class, name) -> its subclass of that name
 
 
-def backward_name(name):
+def backward_name(name, collapse=True):
     """Make a composite's result show PyTorch's node for it: ``F.mse_loss(...).grad_fn`` is a
     ``MseLossBackward0`` as in PyTorch, not the node of the composite's last primitive.
 
     ``name``: the node's name, or ``name(*args, **kwargs)`` choosing it from the call
-    (``mean`` is ``MeanBackward0`` over every element, ``MeanBackward1`` over dims). The
-    node stays the last primitive's (its gradient and inputs are that primitive's, so
-    ``next_functions`` shows the composition): its class becomes a subclass of the given
-    name, which ``grad_fn``, ``name()`` and the profiler's backward rows show.
+    (``mean`` is ``MeanBackward0`` over every element, ``MeanBackward1`` over dims).
+    In eager mode with grad, the composite runs as one node of that name whose
+    ``next_functions`` are its floating tensor arguments' edges, as PyTorch's
+    (``collapse.py``). ``collapse=False`` is for a function of one primitive (``t`` is a
+    permute): its node just takes the name, as a subclass of the primitive's node class,
+    which ``grad_fn``, ``name()`` and the profiler's backward rows show.
     """
     def decorate(fn):
+        if collapse:
+            from . import collapse as _collapse
+            params = list(inspect.signature(fn).parameters)
+            # an in-place call (``inplace=True``) writes into its argument: no node of its own
+            at = params.index("inplace") if "inplace" in params else None
+
+            @functools.wraps(fn)
+            def collapsed(*args, **kwargs):
+                if not _collapse._active() or at is not None and (
+                        kwargs.get("inplace") or len(args) > at and args[at]):
+                    return fn(*args, **kwargs)
+                label = name if type(name) is str else name(*args, **kwargs)
+                return _collapse._run(label, fn, args, kwargs)
+            return collapsed
+
         @functools.wraps(fn)
         def named(*args, **kwargs):
             out = fn(*args, **kwargs)

@@ -11,6 +11,7 @@ one per spatial dim, in the param ``maps``:
     ("adaptive", L, out)                   bins [floor(o*L/out), ceil((o+1)*L/out))
     ("nearest" | "nearest-exact", L, out, scale)
     ("linear", L, out, align_corners, scale)
+    ("cubic", L, out, align_corners, scale)    bicubic's four taps, clamped into the input
 
 A tap that falls outside the input points at index ``L``: a slot appended to the input
 that holds 0 for linear ops and the dtype's lowest value for max ops, so no tap ever
@@ -76,6 +77,8 @@ def taps(desc, dtype="float64"):
         shift = np.float32(0.5 if kind == "nearest-exact" else 0.0)
         src = np.floor((o.astype(np.float32) + shift) * scale).astype(np.int64)
         idx = np.minimum(src, L - 1)[None] if out != L else o[None]
+    elif kind == "cubic":
+        idx, w = _cubic_taps(L, out, desc[3], desc[4], np.dtype(dtype).type)
     else:       # linear, computed in the input's precision as PyTorch's kernel is
         ft = np.dtype(dtype).type
         align, scale = desc[3], desc[4]
@@ -95,6 +98,31 @@ def taps(desc, dtype="float64"):
         if a is not None:
             a.flags.writeable = False
     return idx, w, div, first
+
+
+def _cubic_taps(L, out, align, scale, ft):
+    """PyTorch's bicubic (Keys' cubic convolution, A = -0.75): the source position is not
+    clamped at 0 (unlike linear's), taps at floor(src) - 1 .. floor(src) + 2 read the
+    nearest edge value where they fall outside the input, and the four weights come from
+    the fractional part, in the input's precision."""
+    o = np.arange(out, dtype=np.int64).astype(ft)
+    if align:
+        src = (ft((L - 1) / (out - 1)) if out > 1 else ft(0)) * o
+    else:
+        step = ft(1.0 / scale) if scale else ft(L) / ft(out)
+        src = step * (o + ft(0.5)) - ft(0.5)
+    i0 = np.floor(src)
+    t = (src - i0).astype(ft)
+    a = ft(-0.75)
+
+    def near(x):        # |x| <= 1
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x):         # 1 < |x| < 2
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    w = np.stack([far(t + 1), near(t), near(1 - t), far(2 - t)]).astype(ft)
+    idx = np.clip(i0.astype(np.int64) + np.arange(-1, 3, dtype=np.int64)[:, None], 0, L - 1)
+    return idx, w
 
 
 def _lookup(xp, maps, dtype):
@@ -228,6 +256,7 @@ UPSAMPLE = {
     ("linear", 1): _linear_pair("upsample_linear1d", "UpsampleLinear1DBackward0"),
     ("linear", 2): _linear_pair("upsample_bilinear2d", "UpsampleBilinear2DBackward0"),
     ("linear", 3): _linear_pair("upsample_trilinear3d", "UpsampleTrilinear3DBackward0"),
+    ("cubic", 2): _linear_pair("upsample_bicubic2d", "UpsampleBicubic2DBackward0"),
 }
 
 

@@ -5,8 +5,9 @@ version counter) with their input, as PyTorch's do.
 """
 import math
 
+from .. import _hooks
 from .core import Primitive, _xp, bind, op_error
-from .declare import method
+from .declare import backward_name, method
 from .rules import norm_dim, promote
 from ..symbolic import SymInt, concrete
 
@@ -204,6 +205,7 @@ def permute(input, *dims):
 
 
 @method
+@backward_name("TransposeBackward0", collapse=False)
 def transpose(input, dim0, dim1):
     n = input.ndim
     if n == 0:
@@ -232,6 +234,7 @@ def _mT(self):
 
 
 @method
+@backward_name("TBackward0", collapse=False)
 def t(input):
     if input.ndim > 2:
         raise op_error("t", f"t() expects a tensor with <= 2 dimensions, but self is "
@@ -242,10 +245,24 @@ def t(input):
 @method
 def movedim(input, source, destination):
     n = input.ndim
-    src = norm_dim(source, n)
-    dst = norm_dim(destination, n)
-    order = [d for d in range(n) if d != src]
-    order.insert(dst, src)
+    if not isinstance(source, (tuple, list)):
+        source, destination = (source,), (destination,)
+    elif not isinstance(destination, (tuple, list)):
+        destination = (destination,)
+    if len(source) != len(destination):
+        raise op_error("movedim", f"movedim: Invalid source or destination dims: source "
+                                  f"({list(source)} dims) should contain the same number of "
+                                  f"dims as destination ({list(destination)} dims)")
+    src = [norm_dim(d, n) for d in source]
+    dst = [norm_dim(d, n) for d in destination]
+    if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+        raise op_error("movedim", "movedim: repeated dim in `source` or `destination`")
+    # the moved dims land at their destinations; the rest keep their order in the gaps
+    order = [None] * n
+    for s, d in zip(src, dst):
+        order[d] = s
+    rest = iter(d for d in range(n) if d not in src)
+    order = [next(rest) if o is None else o for o in order]
     return permute(input, tuple(order))
 
 
@@ -308,13 +325,37 @@ def stack(tensors, dim=0):
                                     f"{list(tensors[0].shape)} at entry 0 and {list(x.shape)} at "
                                     f"entry {k}")
     d = norm_dim(dim, tensors[0].ndim + 1)
+    if _hooks.state.tracer is None:     # eager: one StackBackward0 node, as PyTorch's
+        return bind(stack_p, *tensors, dim=d)
     return cat([unsqueeze(x, d) for x in tensors], d)
+
+
+# Eager ``stack`` is one primitive, for PyTorch's node; a trace records the cat of unsqueezes,
+# which the compiler already knows.
+stack_p = Primitive(
+    "stack", lambda xp, *xs, dim: xp.stack(xs, axis=dim), args=("*tensors",),
+    dtype=lambda *xs, dim: promote(*xs),
+    shape=lambda *shapes, dim: _cat_shape(*(s[:dim] + (1,) + s[dim:] for s in shapes), dim=dim),
+    vjp=lambda g, *xs, out, dim: list(unbind(g, dim)), node="StackBackward0", kind="shape")
 
 
 @method
 def narrow(input, dim, start, length):
     from .index_ops import index
     d = norm_dim(dim, input.ndim)
+    if hasattr(start, "item"):      # a 0-d tensor start (PyTorch's narrow.Tensor overload)
+        start = int(start)
+    size = input.shape[d]
+    if type(start) is not int or type(size) is not int or type(length) is not int:
+        return index(input, (slice(None),) * d + (slice(start, start + length),))
+    if not -size <= start <= size:
+        raise op_error("narrow", f"start out of range (expected to be in range of [{-size}, "
+                                 f"{size}], but got {start})")
+    if start < 0:                   # counts from the end, as PyTorch's
+        start += size
+    if length < 0 or start + length > size:
+        raise op_error("narrow", f"start ({start}) + length ({length}) exceeds dimension size "
+                                 f"({size}).")
     return index(input, (slice(None),) * d + (slice(start, start + length),))
 
 

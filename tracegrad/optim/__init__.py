@@ -1,5 +1,11 @@
-"""``tracegrad.optim``: optimizers that update parameters in place, PyTorch's formulas."""
+"""``tracegrad.optim``: optimizers that update parameters in place, PyTorch's formulas.
+
+Each lives under PyTorch's module path (``optim.adam.Adam``, ``optim.adamw.AdamW``,
+``optim.optimizer.Optimizer``, ``optim.lr_scheduler``)."""
 from . import lr_scheduler
+from . import adadelta, adagrad, adam, adamax, adamw, lbfgs, nadam, optimizer, radam  # noqa: F401
+from . import rmsprop, sgd  # noqa: F401
+from .adadelta import Adadelta
 from .adagrad import Adagrad
 from .adam import Adam, AdamW
 from .adamax import Adamax
@@ -10,5 +16,5 @@ from .radam import RAdam
 from .rmsprop import RMSprop
 from .sgd import SGD
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adamax", "NAdam",
-           "RAdam", "LBFGS", "lr_scheduler"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax",
+           "NAdam", "RAdam", "LBFGS", "lr_scheduler"]

@@ -1,2 +1,3 @@
-"""Utilities: ``tracegrad.utils.hooks`` and ``tracegrad.utils.data`` (datasets, DataLoader)."""
-from . import data, hooks  # noqa: F401
+"""Utilities: ``tracegrad.utils.hooks``, ``tracegrad.utils.data`` (datasets, DataLoader) and
+``tracegrad.utils.checkpoint`` (activation checkpointing)."""
+from . import checkpoint, data, hooks  # noqa: F401

@@ -1,0 +1,5 @@
+"""``nn.modules.batchnorm``: PyTorch's path to layers defined in ``nn/normalization.py``."""
+from ..normalization import _BatchNorm, BatchNorm1d, BatchNorm2d, BatchNorm3d  # noqa: F401
+from ..syncbatchnorm import SyncBatchNorm  # noqa: F401
+
+__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm"]

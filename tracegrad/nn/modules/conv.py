@@ -1,0 +1,6 @@
+"""``nn.modules.conv``: PyTorch's path to layers defined in ``nn/conv.py``."""
+from ..conv import (  # noqa: F401
+    _ConvNd, Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d,
+)
+
+__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"]

@@ -1,0 +1,10 @@
+"""``nn.modules.loss``: PyTorch's path to layers defined in ``nn/loss.py``."""
+from ..loss import (  # noqa: F401
+    _Loss, _WeightedLoss, L1Loss, MSELoss, NLLLoss, CrossEntropyLoss, BCELoss,
+    BCEWithLogitsLoss, SmoothL1Loss, HuberLoss, KLDivLoss,
+)
+
+__all__ = [
+    "L1Loss", "MSELoss", "NLLLoss", "CrossEntropyLoss", "BCELoss", "BCEWithLogitsLoss",
+    "SmoothL1Loss", "HuberLoss", "KLDivLoss",
+]

@@ -1,0 +1,2 @@
+"""Helpers of the ``DataLoader`` under PyTorch's paths: ``collate`` and ``worker``."""
+from . import collate, worker  # noqa: F401
