@@ -45,8 +45,19 @@ library is imported and the input tensors are made first (not timed); then
 Threads are left as each library defaults. The aim from the issue, a first
 call under 50 ms for tracegrad compiled on W2, is checked at the end.
 
+Compile time against program size: an ``nn.LSTMCell`` (input 16, hidden 32, batch 4)
+unrolled over T = 10, 20, 40, 80, 160, 320 steps, the loss ``h.sum()`` of the last state,
+compiled with ``backend="numpy"`` (the NumPy tier alone: no C build in the background). Its
+first call (trace + passes + codegen + the generated forward) is taken in ``SIZE_RUNS``
+fresh processes per T, the median reported (and the minimum) with its CPU time (on a
+shared machine the wall clock also counts other processes' turns), the traced ops (nodes of
+the traced forward graph, before autodiff) and the milliseconds per traced op. Compile
+time linear in the program means a flat last column. Aims: T=80 within
+``LSTM_AIM_S``; ms per op within ``FLAT_AIM``x of T=10's at every T.
+
     python benchmarks/compile_time.py            # full run (about 2-3 minutes)
     python benchmarks/compile_time.py --quick    # smoke run: short timings, no torch.compile
+    python benchmarks/compile_time.py --sizes    # the program-size table alone
 
 Guard cost: ``--before TREE`` (a checkout of an earlier commit, e.g. made with
 ``git worktree add /tmp/before <commit>``) times only W2's steady state of tracegrad
@@ -68,6 +79,10 @@ SYSTEMS = ("tracegrad eager", "tracegrad compiled", "NumPy by hand", "PyTorch ea
            "torch.compile", "jax.jit")
 FIRST_CALL_RUNS = 3                # fresh processes whose median first call is reported
 AIM_MS = 50.0                      # the issue's aim: W2 first call of tracegrad compiled
+STEPS = (10, 20, 40, 80, 160, 320)  # unrolled LSTM lengths of the program-size table
+SIZE_RUNS = 5                      # fresh processes per length (a second or two each)
+LSTM_AIM_S = 0.8                   # the aim for T=80's first call, NumPy tier
+FLAT_AIM = 1.5                     # the aim for ms per traced op, against T=10's
 
 
 # one system, in its own process ----------------------------------------------------------------
@@ -123,6 +138,79 @@ def child(workload, system, quick, first_only=False):
         }
         result["compiles_after" if "median_ms" in result else "compiles"] = s["compiles"]
     return result
+
+
+def child_lstm(steps):
+    """First call of the unrolled LSTM over ``steps`` steps (see the module docstring)."""
+    import tracegrad as tg
+    import tracegrad.runtime.compiled as compiled
+    tg.manual_seed(0)
+    cell = tg.nn.LSTMCell(16, 32)
+    xs, h0, c0 = tg.randn(steps, 4, 16), tg.zeros(4, 32), tg.zeros(4, 32)
+
+    def unrolled(xs, h, c):
+        for t in range(steps):
+            h, c = cell(xs[t], (h, c))
+        return h.sum()
+    traced_ops = []
+    build = compiled.build
+
+    def counting_build(traced, *a, **k):
+        traced_ops.append(len(traced.graph.nodes))
+        return build(traced, *a, **k)
+    compiled.build = counting_build
+    t0, c0_cpu = time.perf_counter(), time.process_time()
+    f = tg.compile(unrolled, backend="numpy")
+    f(xs, h0, c0)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0_cpu
+    return {"workload": "LSTM", "steps": steps, "first_s": wall, "cpu_s": cpu,
+            "ops": traced_ops[0], "compiles": f.stats["compiles"]}
+
+
+def lstm_table(quick):
+    """The program-size table: one row per T, the median first call of fresh processes."""
+    runs = 1 if quick else SIZE_RUNS
+    load0 = load_average()
+    rows = []
+    for steps in STEPS:
+        got = [run_child(__file__, "LSTM", str(steps), ["--quick"] if quick else [], 300)
+               for _ in range(runs)]
+        ok = sorted((r for r in got if "first_s" in r), key=lambda r: r["first_s"])
+        if ok:
+            ok[(len(ok) - 1) // 2]["min_s"] = ok[0]["first_s"]
+        rows.append(ok[(len(ok) - 1) // 2] if ok else got[0])
+    load = load_average()
+    print(f"first call against program size: nn.LSTMCell(16, 32) unrolled over T steps, "
+          f"backend numpy, median of {runs} fresh process(es); load average {load0:.1f} "
+          f"before / {load:.1f} after, {os.cpu_count()} CPU(s)")
+    if busy_warning(load0):
+        print(busy_warning(load0))
+    # CPU time too: on a shared machine the wall clock also counts other processes' turns
+    header = (f"{'T':>5}{'traced ops':>12}{'first call s':>14}{'min s':>8}{'ms per op':>11}"
+              f"{'vs T=10':>9}{'cpu s':>8}{'cpu ms per op':>15}{'vs T=10':>9}")
+    print(header)
+    print("-" * len(header))
+    per_op = {"wall": {}, "cpu": {}}
+    for r in rows:
+        if "first_s" not in r:
+            print(f"{r.get('system', '?'):>5}  {r.get('failed', r)}")
+            continue
+        ms = per_op["wall"][r["steps"]] = r["first_s"] * 1e3 / r["ops"]
+        cpu = per_op["cpu"][r["steps"]] = r["cpu_s"] * 1e3 / r["ops"]
+        base, cpu_base = (next(iter(per_op[k].values())) for k in ("wall", "cpu"))
+        print(f"{r['steps']:>5}{r['ops']:>12}{r['first_s']:>14.3f}{r['min_s']:>8.3f}{ms:>11.3f}"
+              f"{ms / base:>8.2f}x{r['cpu_s']:>8.3f}{cpu:>15.3f}{cpu / cpu_base:>8.2f}x")
+    t80 = next((r for r in rows if r.get("steps") == 80 and "first_s" in r), None)
+    if t80 is not None:
+        print(f"Aim: T=80 first call within {LSTM_AIM_S:g} s: {t80['first_s']:.3f} s "
+              f"(cpu {t80['cpu_s']:.3f} s), "
+              + ("met" if t80["first_s"] <= LSTM_AIM_S else "NOT met"))
+    for k, times in per_op.items():
+        if times:
+            worst = max(times.values()) / min(times.values())
+            print(f"Aim: {'cpu ' if k == 'cpu' else ''}ms per traced op flat within "
+                  f"{FLAT_AIM:g}x from T={min(times)} to T={max(times)}: {worst:.2f}x, "
+                  + ("met" if worst <= FLAT_AIM else "NOT met"))
 
 
 # the parent: one subprocess per (workload, system), one table -----------------------------------
@@ -186,12 +274,20 @@ def main():
     ap.add_argument("--first-only", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--before", metavar="TREE",
                     help="compare W2's steady state of tracegrad compiled with the checkout TREE")
+    ap.add_argument("--sizes", action="store_true",
+                    help="only the table of first-call time against program size")
     args = ap.parse_args()
+    if args.child and args.child[0] == "LSTM":
+        print_result(child_lstm(int(args.child[1])))
+        return
     if args.child:
         print_result(child(*args.child, args.quick, args.first_only))
         return
     if args.before:
         guard_cost(args.before, args.quick)
+        return
+    if args.sizes:
+        lstm_table(args.quick)
         return
 
     load0 = load_average()
@@ -252,6 +348,8 @@ def main():
     else:
         print(f"Aim: W2 first call of tracegrad compiled under {AIM_MS:g} ms: {aim:.1f} ms, "
               + ("met" if aim < AIM_MS else "NOT met"))
+    print()
+    lstm_table(args.quick)
     if args.verbose:
         print_tracebacks(rows)
 

@@ -42,6 +42,8 @@ stays on the NumPy tier.
 """
 import math
 
+import numpy as np
+
 from tracegrad import dtypes
 from tracegrad.symbolic import ATOMS, symbols_in
 
@@ -103,15 +105,28 @@ class Language:
             raise Unsupported(f"dtype {dtype.name}") from None
 
     def literal(self, value, dtype):
+        """The C source of ``value`` as a ``dtype`` scalar, exactly the value NumPy computes
+        with (``np.float32(value)``): the float32 value's shortest decimal with ``f`` (a
+        decimal rounded once, to float, as NumPy rounds the double once), a double's
+        ``repr`` (17 significant digits at most: it reads back exactly); infinities and NaN
+        by ``<math.h>``'s names, their sign kept; a negative value (``-0.0`` too) in
+        parentheses, so that no template writes ``a--0.0f``; integers with C's suffixes."""
         if dtype is dtypes.bool:
             return "true" if value else "false"
+        if dtype is not None and not dtype.is_floating_point:
+            return _int_literal(int(value), dtype)
         v = float(value)
-        suffix = "f" if dtype is dtypes.float32 else ""
+        if dtype is dtypes.float32:
+            with np.errstate(over="ignore"):    # past float32's range: inf, as in NumPy
+                v = float(np.float32(v))
+        negative, ctype = math.copysign(1.0, v) < 0, self.ctype(dtype or dtypes.float64)
         if math.isnan(v):
-            return f"({self.ctype(dtype)})NAN"
-        if math.isinf(v):
-            return f"({'-' if v < 0 else ''}({self.ctype(dtype)})INFINITY)"
-        return f"{v!r}{suffix}" if v >= 0 else f"({v!r}{suffix})"
+            text = f"({ctype})NAN"
+        elif math.isinf(v):
+            text = f"({ctype})INFINITY"
+        else:
+            text = str(np.float32(abs(v))) + "f" if dtype is dtypes.float32 else repr(abs(v))
+        return f"(-{text})" if negative else text
 
     def template(self, prim):
         return prim.c_template
@@ -524,6 +539,17 @@ class _Writer:
         self.emit(f"{n}_[i] = ({self.lang.ctype(p.dtype)})total;")
         self.close()
         self.emit(f"free({n}_parts);")
+
+
+def _int_literal(v, dtype):
+    """C source of the integer ``v`` as a ``dtype``: an unsuffixed literal is an ``int``, so
+    one past int32's range takes ``LL`` (``ULL`` unsigned); int64's minimum is no literal
+    (its magnitude overflows before the minus applies) and is written as an expression."""
+    if v == -2 ** 63:
+        return "(-9223372036854775807LL - 1)"
+    suffix = "" if -2 ** 31 < v < 2 ** 31 else ("ULL" if v > 0 and not dtype.is_signed
+                                                  else "LL")
+    return f"({v}{suffix})" if v < 0 else f"{v}{suffix}"
 
 
 def _kept(op, ndim):

@@ -54,6 +54,7 @@ class Scratch:
 
     def __init__(self, namer):
         self.specs, self.free, self.namer = [], {}, namer
+        self.key_of = {}        # buffer name -> (shape, dtype)
 
     def take(self, shape, dtype):
         key = (tuple(shape), np.dtype(dtype))
@@ -63,12 +64,13 @@ class Scratch:
         if name in self.namer.used:         # a user's variable of that name
             name = self.namer.fresh(name)
         self.specs.append((name, key[0], key[1]))
+        self.key_of[name] = key
         return name
 
     def give(self, name):
-        for n, shape, dtype in self.specs:
-            if n == name:
-                self.free.setdefault((shape, dtype), []).append(name)
+        key = self.key_of.get(name)
+        if key is not None:
+            self.free.setdefault(key, []).append(name)
 
 
 # one kernel -------------------------------------------------------------------------------
@@ -95,11 +97,12 @@ def plan_chunks(domain):
     return step, max(1, min(THREADS, -(-domain[0] // step)))
 
 
-def sliced(v, group):
+def sliced(v, group, inside=None):
     """Whether a kernel gets ``v`` in slices of rows when the group runs in chunks: every
-    loop value does; an input does when its rows line up with the domain's."""
+    loop value does; an input does when its rows line up with the domain's. ``inside``:
+    the set of the loop's values, where the caller asks for many ``v``."""
     domain = group.domain
-    if any(n.out is v for n in group.loop):
+    if v in (inside if inside is not None else {n.out for n in group.loop}):
         return True
     return bool(domain) and v.ndim == len(domain) and v.shape[0] == domain[0]
 
@@ -115,7 +118,9 @@ def emit_kernel(em, kernel, namer, site_comment):
     loop = kernel.body
     partials = {op.name for op in kernel.partials}
     outputs = {op.name for op in kernel.outputs}
-    rows = {i.name for i in kernel.inputs if sliced(i.value, group)} | {op.name for op in loop}
+    inside = {n.out for n in group.loop}
+    rows = {i.name for i in kernel.inputs if sliced(i.value, group, inside)} | {
+        op.name for op in loop}
     if chunks and symbols_in(group.domain[0]) and not rows & (
             {i.name for i in kernel.inputs} | outputs):
         chunks = None       # no array passed in rows to read their number from
@@ -130,7 +135,7 @@ def emit_kernel(em, kernel, namer, site_comment):
     body, prev_site = [], None
 
     def release(i, op):
-        for a in set(op.operands()):
+        for a in dict.fromkeys(op.operands()):     # in order: the same code every run
             if last.get(a) == i and a in buffer_of:
                 buf = buffer_of.pop(a)
                 holders[buf] -= 1
@@ -153,7 +158,10 @@ def emit_kernel(em, kernel, namer, site_comment):
         comment = site_comment(op.site) if op.site and op.site != prev_site else None
         prev_site = op.site or prev_site
         body.extend((comment if k == 0 else None, py.stmt(s)) for k, s in enumerate(stmts))
-    body.append((None, py.return_(sorted(partials, key=[op.name for op in loop].index))))
+    place = {}
+    for k, op in enumerate(loop):
+        place.setdefault(op.name, k)
+    body.append((None, py.return_(sorted(partials, key=place.__getitem__))))
     ins = [i.name for i in kernel.inputs] + [op.name for op in kernel.outputs]
     bufs = [s[0] for s in scratch.specs]
     where = f"in chunks of {chunks[0]} rows" if chunks else "at once"

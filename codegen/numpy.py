@@ -5,7 +5,9 @@ and otherwise a call of its implementation (``P.gather.impl(np, ...)``);
 values named after the user's variables; a comment with the user's
 ``file:line: source`` where the source line changes; ``del`` after a value's
 last use; the data-dependent guards checked right where their value is
-computed. For example::
+computed; constants and numbers written so that they evaluate to exactly their
+values (``np.inf``, ``-np.nan``, ``-0.0``, int64's extremes; a zero-size array
+by its shape, which ``tolist()`` would lose). For example::
 
     def forward(x, w):
         # model.py:12: h = torch.tanh(x @ w)
@@ -28,7 +30,7 @@ from tracegrad.symbolic import ATOMS, SymInt, Specialize, symbols_in
 
 from . import fused, kernel
 from . import python as py
-from .support import GuardFailure, P
+from .support import GuardFailure, P, same_value
 
 # Ops whose result dtype is always the aval's, whatever NumPy would do.
 _DTYPE_EXACT = {"constant", "random", "stop_gradient", "convert", "clone"}
@@ -48,6 +50,8 @@ class Emitter:
         self.symbols = {}           # size symbol -> its value in the trace (the probes use it)
         self.device = "cpu"         # "cuda": the module's np is CuPy (a CUDA variant)
         self._ids = {}
+        self._probe, self._probe_size = {}, 0   # the dtype probes' globals (needs_cast)
+        self._probed = {}       # _probe_key -> needs_cast's answer
 
     def global_for(self, obj, prefix):
         key = id(obj)
@@ -60,11 +64,11 @@ class Emitter:
 
     # rendering of params and scalars -----------------------------------------------------------
     def scalar(self, x):
-        if isinstance(x, float) and not math.isfinite(x):
-            return "np.nan" if math.isnan(x) else ("np.inf" if x > 0 else "-np.inf")
         if isinstance(x, dtypes.dtype):
             return f"np.{x.np.name}" if x.np.name != "bool" else "np.bool_"
-        return repr(x)
+        if isinstance(x, np.generic):       # a NumPy scalar keeps its type (NEP 50 promotion)
+            return f"{_np_type(x.dtype)}({literal(x.item())})"
+        return literal(x)
 
     def param(self, v, for_template=False):
         if isinstance(v, dtypes.dtype):
@@ -122,8 +126,9 @@ class Emitter:
             kw = {k: self.param(v, for_template=True) for k, v in params.items()}
             if op == "index":
                 kw["spec"] = self.index_key(params["spec"], args[1:])
-            if op == "cat":
-                kw["args"] = ", ".join(args)
+            if op == "cat":     # PyTorch's legacy empties, shape (0,), join any rank: skipped
+                kw["args"] = ", ".join(a for a, v in zip(args, node.inputs)
+                                       if getattr(v, "shape", None) != (0,)) or ", ".join(args)
             try:
                 return template.format(**named, **kw)
             except (KeyError, IndexError):
@@ -134,8 +139,9 @@ class Emitter:
     def constant(self, a):
         if a.size > _INLINE_LIMIT:
             return f"{self.global_for(a, 'const')}"
-        dt = "np.bool_" if a.dtype == np.bool_ else f"np.{a.dtype.name}"
-        return f"np.array({a.tolist()!r}, dtype={dt})"
+        if a.size == 0:         # ``tolist()`` of a (0, 5, 0) array is ``[]``: the dims go
+            return f"np.empty({a.shape!r}, dtype={_np_type(a.dtype)})"
+        return f"np.array({literal(a.tolist())}, dtype={_np_type(a.dtype)})"
 
     def random(self, p):
         gen = self.global_for(p["generator"], "generator")
@@ -148,16 +154,70 @@ class Emitter:
         """Whether NumPy computes ``source`` in another dtype than the node's aval."""
         if node.op in _DTYPE_EXACT or node.prim.kind == "shape":
             return False
-        env = dict(self.env)
-        env.update(self.symbols)
+        # the answer depends on the op, its params and its operands' types, not on the
+        # names in ``source``: an unrolled loop's nodes are probed once per kind
+        key = _probe_key(node)
+        known = self._probed.get(key) if key is not None else None
+        if known is None:
+            got = self._probe_dtype(source, arg_avals)
+            known = got is not None and got != node.out.aval.dtype.np
+            if key is not None:
+                self._probed[key] = known
+        return known
+
+    def _probe_dtype(self, source, arg_avals):
+        """The dtype NumPy gives ``source`` on arrays of ``arg_avals`` (None on an error)."""
+        # the probe's globals: the module's, kept from call to call (copying them for each
+        # node would cost the number of globals per node); names of ``env`` are only ever
+        # added, each bound once, so a new one is all that can change
+        env = self._probe
+        if self._probe_size != len(self.env):
+            env.update(self.env)
+            self._probe_size = len(self.env)
+        local = dict(self.symbols)
         for n, aval in arg_avals.items():
-            env[n] = np.zeros((1,) * len(aval.shape), aval.dtype.np)
+            local[n] = np.zeros((1,) * len(aval.shape), aval.dtype.np)
+        shadowed = {k: env[k] for k in local if k in env}
+        env.update(local)
         try:
             with np.errstate(all="ignore"):
-                got = np.asarray(eval(source, env)).dtype
+                return np.asarray(eval(source, env)).dtype
         except Exception:       # noqa: BLE001 - a probe only; the real call will tell
-            return False
-        return got != node.out.aval.dtype.np
+            return None
+        finally:
+            for k in local:
+                del env[k]
+            env.update(shadowed)
+
+
+def _probe_key(node):
+    """What ``needs_cast``'s answer for ``node`` depends on (None: not hashable)."""
+    try:
+        key = (node.op, tuple(sorted(node.params.items())), node.out.aval.dtype,
+               tuple((v.aval.dtype, v.aval.shape) if type(v) is Value else (type(v), repr(v))
+                     for v in node.inputs))
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def literal(x):
+    """Python source that evaluates to exactly ``x``, a scalar or nested lists of them:
+    infinities and NaNs by NumPy's names (``repr`` writes a bare ``inf``, no Python name),
+    with their sign (``-np.nan`` too); ``-0.0`` and ints of any size are their ``repr``."""
+    if type(x) is list:
+        return f"[{', '.join(map(literal, x))}]"
+    if type(x) is tuple:
+        return f"({', '.join(map(literal, x))}{',' if len(x) == 1 else ''})"
+    if isinstance(x, float) and not math.isfinite(x):
+        return ("-" if math.copysign(1.0, x) < 0 else "") + \
+            ("np.nan" if math.isnan(x) else "np.inf")
+    return repr(x)
+
+
+def _np_type(dt):
+    return "np.bool_" if dt == np.bool_ else f"np.{np.dtype(dt).name}"
 
 
 def site_comment(site):
@@ -194,13 +254,13 @@ def emit_function(em, graph, fname, namer, guards=(), doc=None):
     if ws:
         key = f"({''.join(s + ', ' for s, _ in sizes)})" if sizes else ""
         body.append((None, py.stmt(f"{ws} = _{fname}_workspace.take({key})")))
-    kernels = {}
+    kernels, number = {}, {g: k for k, g in enumerate(graph.groups)}
     slot_of = graph.plan.slot_of if graph.plan else None
     for v in graph.inputs:
-        _check_guards(body, namer, guard_at.get(v, ()))
+        _check_guards(em, body, namer, guard_at.get(v, ()))
     for i, (group, nodes) in enumerate(units):
         if group is not None:
-            k = graph.groups.index(group)
+            k = number[group]
             kir = kernel.lower(group, f"{fname}_fused{k}", f"fused{k}", namer)
             src, plan = fused.emit_kernel(em, kir, namer, site_comment)
             em.kernels.append(src)
@@ -214,7 +274,7 @@ def emit_function(em, graph, fname, namer, guards=(), doc=None):
         else:
             prev_site = _emit_node(em, nodes[0], namer, body, prev_site)
         for n in nodes:
-            _check_guards(body, namer, guard_at.get(n.out, ()))
+            _check_guards(em, body, namer, guard_at.get(n.out, ()))
         defined = {n.out for n in nodes}
         dead = [namer(v) for n in nodes for v in n.values()
                 if last_use.get(v) == i and v not in keep and v not in defined]
@@ -237,18 +297,34 @@ def _emit_node(em, n, namer, body, prev_site):
         return namer(v) if type(v) is Value else em.scalar(v)
     src = em.expression(n, arg)
     avals = {namer(v): v.aval for v in n.inputs if type(v) is Value}
-    if em.needs_cast(n, src, avals):
+    if n.inputs and not avals and n.prim.kind == "elementwise":
+        # Python numbers only (``add(2.0, 3.0)``): Python computes them, as eager's impl
+        # does, and the result is a 0-d array of the aval's dtype, as eager's is
+        src = f"np.asarray({src}, dtype={em.scalar(n.out.aval.dtype)})"
+    elif em.needs_cast(n, src, avals):
         src = f"({src}).astype({em.scalar(n.out.aval.dtype)})"
     comment = site_comment(n.site) if n.site != prev_site else None
     body.append((comment, py.assign(namer(n.out), py.expr(src))))
     return n.site
 
 
-def _check_guards(body, namer, guards):
+def _check_guards(em, body, namer, guards):
     for v, kind, expected, index in guards:
-        test = (f"bool({namer(v)}) is not {expected!r}" if kind == "bool"
-                else f"{namer(v)}.tolist() != {expected!r}")
+        if kind == "bool":
+            test = f"bool({namer(v)}) is not {expected!r}"
+        elif _plain(expected):
+            test = f"{namer(v)}.tolist() != {literal(expected)}"
+        else:       # a NaN or a zero: ``!=`` cannot compare them
+            em.helpers["same_value"] = em.env["same_value"] = same_value
+            test = f"not same_value({namer(v)}.tolist(), {literal(expected)})"
         body.append((None, py.stmt(f"if {test}:\n    raise GuardFailure({index})")))
+
+
+def _plain(x):
+    """Whether ``!=`` compares ``x`` to another value as a guard must (no NaN, no float 0)."""
+    if type(x) is list:
+        return all(map(_plain, x))
+    return not (type(x) is float and (x != x or x == 0.0))
 
 
 def workspace_source(kernels, slots, sizes=(), on_device=False):
@@ -271,11 +347,8 @@ def workspace_source(kernels, slots, sizes=(), on_device=False):
 def size_sources(graph, namer):
     """``[(symbol, source)]``: each size symbol ``graph`` uses and the input dim it is read
     from (``s0``, ``x.shape[0]``), in symbol order."""
-    used = set()
-    for v in graph.inputs:
-        used |= symbols_in(v.aval.shape)
-    for n in graph.nodes:
-        used |= symbols_in(n.out.aval.shape) | symbols_in(list(n.inputs)) | symbols_in(n.params)
+    used = symbols_in([v.aval.shape for v in graph.inputs]
+                      + [(n.out.aval.shape, n.inputs, n.params) for n in graph.nodes])
     if not used:
         return []
     found = {}

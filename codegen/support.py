@@ -15,6 +15,24 @@ class GuardFailure(Exception):
         super().__init__(index)
         self.index = index
 
+    def __str__(self):      # the runtime retraces on it; seen by a user only if that fails
+        return (f"guard {self.index} of a compiled variant failed: a value the trace read from "
+                f"a tensor (.item(), bool(), float(), .tolist()) is not what it was when traced")
+
+
+def same_value(got, expected):
+    """Whether ``got`` (a ``tolist()``) is the value a guard saw when traced: NaN is NaN, and
+    ``0.0`` is not ``-0.0`` (a value the trace baked in keeps its sign in the results:
+    ``x * v``, ``1 / v``), which ``!=`` would not tell."""
+    if type(got) is list:
+        return type(expected) is list and len(got) == len(expected) and all(
+            same_value(a, b) for a, b in zip(got, expected))
+    if type(got) is float and type(expected) is float:
+        if got != got or expected != expected:
+            return got != got and expected != expected
+        return got == expected and (got != 0.0 or str(got) == str(expected))
+    return got == expected
+
 
 class _Primitives:
     """``P.gather`` is the primitive named "gather" (a live view: custom ones appear too)."""

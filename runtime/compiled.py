@@ -15,6 +15,7 @@ import inspect
 import operator
 import os
 import sys
+import threading
 import time
 import warnings
 import weakref
@@ -25,8 +26,8 @@ from tracegrad.codegen.support import GuardFailure
 from tracegrad import _hooks
 from tracegrad.autograd import grad_mode
 from tracegrad.tensor import Tensor
-from tracegrad.symbolic import MARKS, ShapeEnv, Specialize
-from tracegrad.trace import Tracer
+from tracegrad.symbolic import MARKS, Specialize
+from tracegrad.trace import Tracer, UnsupportedError
 from tracegrad.transform import instrument
 
 from . import cuda_tier, tiers
@@ -60,6 +61,9 @@ class CompiledFunction:
         self.backend, self.dynamic, self.fullgraph = backend, dynamic, fullgraph
         self.max_variants = max_variants
         self._cache = {}            # signature -> [Variant]
+        self._locks = {}            # signature -> the lock its trace holds (threads wait)
+        self._stopped = set()       # why traces stopped part way, once each ("again")
+        self._locks_lock = threading.Lock()
         self._variants = []         # every variant, oldest first
         self._last = None
         self._eager = False
@@ -69,9 +73,26 @@ class CompiledFunction:
         self._impure = impure_calls(target, self._module)  # a trace cannot replay: eager
         self._eager_reason = None
         self.stats = {"compiles": 0, "cache_hits": 0, "fallbacks": 0, "retrace_reasons": [],
-                      "compile_seconds": 0.0}
+                      "compile_seconds": 0.0, "eager_runs": []}
         functools.update_wrapper(self, target, updated=())
         _ALL.add(self)
+
+    def __getstate__(self):
+        """A pickle keeps what ``compile`` was given; the copy compiles on its first call."""
+        return {"fn": self._fn, "backend": self.backend, "dynamic": self.dynamic,
+                "fullgraph": self.fullgraph, "max_variants": self.max_variants}
+
+    def __setstate__(self, state):
+        # The function may be a module still being unpickled: set up at the first use.
+        self.__dict__["_pending"] = state
+
+    def __getattr__(self, name):
+        state = self.__dict__.pop("_pending", None)
+        if state is None:
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+        fn = state.pop("fn")
+        self.__init__(fn, **state)
+        return getattr(self, name)
 
     def reset(self):
         """Forget every variant (and an eager fallback): the next call traces again."""
@@ -145,6 +166,29 @@ class CompiledFunction:
                 self.stats["cache_hits"] += 1
                 self._last = v
                 return out
+        seen = len(variants) if variants else 0
+        lock = self._signature_lock(key)
+        if not lock.acquire(blocking=False):    # another thread traces this signature now:
+            with lock:                          # wait for it, then look again
+                pass
+            return self(*args, **kwargs)
+        if len(self._cache.get(key, ())) > seen:    # one was made since this call looked
+            lock.release()
+            return self(*args, **kwargs)
+        try:
+            return self._miss(args, kwargs, tensors, key, raw, variants, reason, draws)
+        finally:
+            lock.release()
+
+    def _signature_lock(self, key):
+        with self._locks_lock:
+            lock = self._locks.get(key)
+            if lock is None:
+                lock = self._locks[key] = threading.Lock()
+            return lock
+
+    def _miss(self, args, kwargs, tensors, key, raw, variants, reason, draws):
+        """No variant fits the call: trace it (or run eagerly past the limit)."""
         paths = []
         _flatten((args, kwargs), "", [], paths, [])
         if not variants and self._variants:
@@ -162,12 +206,20 @@ class CompiledFunction:
         if grown:       # a size-caused recompile: those dims are traced symbolic from now on
             reason = f"{reason}; {grown}" if reason else grown
             key = (tuple(self._sizes.key(raw, tensors)), _gm.grad_enabled, _gm.inference)
-        v = self._compile(args, kwargs, tensors, paths, key, reason, raw)
+        try:
+            v = self._compile(args, kwargs, tensors, paths, key, reason, raw)
+        except _RanEagerly as done:     # the trace stopped recording part way: eager's result
+            if not self._run_eagerly_because(done.reason, done.for_good):
+                self.stats["eager_runs"].append(done.reason)
+            return done.result
         self._last = v
         unreplayable = prepare(v.impure)
         if unreplayable:     # this call's trace is right; later calls cannot be checked
             self._run_eagerly_for(unreplayable)
-        return v.run(tensors + v.captured)
+        out = v.run(tensors + v.captured, first=True)
+        if v.unreplayable:      # this call's stores were made; later calls could not make them
+            self._run_eagerly_because(v.unreplayable, True)
+        return out
 
     def _compile(self, args, kwargs, tensors, paths, key, reason, raw=None):
         if reason is not None:
@@ -179,7 +231,7 @@ class CompiledFunction:
         while True:
             dynamic = self._sizes.dims(tensors)
             tracer = Tracer(name_captured=lambda t: _captured_name(t, self._module, self._target),
-                            shape_env=ShapeEnv() if dynamic else None)
+                            shape_env=self._sizes.shape_env(tensors) if dynamic else None)
             try:
                 traced = self._trace(tracer, args, kwargs, tensors, names, dynamic)
                 if traced.sym_dims:     # trusted for other sizes once two sizes agree
@@ -190,6 +242,8 @@ class CompiledFunction:
                         self.stats["size_checks"] = self.stats.get("size_checks", 0) + 1
                         return confirmed
                 break
+            except _RanEagerly:
+                raise
             except (Specialize, Exception) as e:    # noqa: BLE001 - sizes needed as constants
                 if not (isinstance(e, Specialize) or dynamic):
                     raise                   # a static trace's error is the user's
@@ -223,21 +277,36 @@ class CompiledFunction:
                   dump_ir=_ir_dumper(label), profile_name=self._label,
                   title=f"{self._label}{_where(self._target)}, variant {len(self._variants)}",
                   backend=self.backend, signature=key, paths=[self._readable(p) for p in paths],
-                  sources=[_source_of(t, self._module, self._target) for t in traced.captured],
+                  sources=[traced.hints.get(id(t)) or _source_of(t, self._module, self._target)
+                           for t in traced.captured],
                   captured=traced.captured, captured_meta=[_meta(t) for t in traced.captured],
-                  free=free_guards(self._target, self._module, args, kwargs, traced,
-                                   tracer.impure), impure=tracer.impure)
+                  free=_unwritten(free_guards(self._target, self._module, args, kwargs, traced,
+                                              tracer.impure), traced.replayed_keys),
+                  impure=tracer.impure)
 
     def _trace(self, tracer, args, kwargs, tensors, names, dynamic):
         """Run the function under ``tracer``; the arguments' ``dynamic`` dims symbolic."""
+        tracer.fullgraph = self.fullgraph
         for i, (t, name) in enumerate(zip(tensors, names)):
             tracer.argument(t, name, dynamic.get(i, ()))
         fn = self._traceable()
         try:
             with phase(self._label, "trace", "compile"):
                 result = tracer.run(fn, args, kwargs)
-        finally:
-            tracer.restore()
+        except BaseException as e:
+            # The trace run is an eager run: an exception of the user's leaves their tensors as
+            # eager leaves them. A dynamic trace's is undone: it is traced again, specialised.
+            if tracer.abandoned is None and (dynamic or isinstance(e, (Specialize,
+                                                                       UnsupportedError))):
+                tracer.restore()
+            else:       # as eager: a scheduler stepped before the error has stepped
+                tracer.run_after()
+                if tracer.abandoned is not None and tracer.abandoned[1]:
+                    self._run_eagerly_because(*tracer.abandoned)
+            raise
+        if tracer.abandoned is not None:    # the rest of the call ran eagerly: it is done
+            raise _RanEagerly(result, *tracer.abandoned)
+        tracer.restore()
         return tracer.finish(result)
 
     def _traceable(self):
@@ -284,6 +353,23 @@ class CompiledFunction:
             "from call to call; a trace would freeze the first call's, so it runs eagerly. "
             "Call these outside the compiled function and pass their results as arguments to "
             "compile the rest.", RuntimeWarning, stacklevel=3)
+
+    def _run_eagerly_because(self, reason, for_good):
+        """A trace that stopped recording part way: with ``for_good`` (or "again", and the
+        same reason stopped an earlier trace: state made on a first call, as a cached mask,
+        stops only that one) every call from now on runs eagerly, after one warning naming
+        the reason. Whether it did."""
+        if for_good == "again":
+            for_good = reason in self._stopped
+            self._stopped.add(reason)
+        if not for_good or self._eager:
+            return bool(for_good)
+        self._eager = True
+        self._eager_reason = reason
+        warnings.warn(f"tracegrad.compile: {self._label} {reason}, which a compiled graph "
+                      "cannot hold: the call runs eagerly from there, and later calls run "
+                      "eagerly.", RuntimeWarning, stacklevel=4)
+        return True
 
     def _fall_back(self, reason):
         self._eager = True
@@ -348,6 +434,9 @@ class CompiledFunction:
                              + ", ".join(src[0] for src in v.sources))
             for gd in list(v.free) + list(v.impure) + list(v.guards):
                 lines.append(f"    guard: {gd.describe()}")
+            for what, _, _, store in v.after:
+                lines.append(f"    after each run, replays: {what}" if store else
+                             f"    after each run, makes the call it made when traced: {what}")
             if v.backward_graph is not None:
                 from tracegrad.passes.partition import saved_and_recomputed
                 saved, recomputed = saved_and_recomputed(v.forward_graph, v.backward_graph,
@@ -373,6 +462,8 @@ class CompiledFunction:
                 lines.append(f"    kernels: {_tier_words(v, self.backend)}")
         for r in s["retrace_reasons"]:
             lines.append(f"  retraced because {r}")
+        for r in s["eager_runs"]:
+            lines.append(f"  one call ran eagerly part way: {r}")
         if self._eager:
             lines.append(f"  now running eagerly ({self._eager_reason})")
         return "\n".join(lines)
@@ -382,6 +473,14 @@ class CompiledFunction:
 
     def __get__(self, obj, objtype=None):      # decorating a method
         return self if obj is None else functools.partial(self, obj)
+
+
+class _RanEagerly(Exception):
+    """A trace that stopped recording part way (``Tracer.abandon``): the call is done."""
+
+    def __init__(self, result, reason, for_good):
+        super().__init__(reason)
+        self.result, self.reason, self.for_good = result, reason, for_good
 
 
 class KernelList(list):
@@ -599,6 +698,19 @@ def _captured_changed(v):
         if _meta(t) != meta:
             return f"the captured tensor {name} changed shape, dtype, device or requires_grad"
     return None
+
+
+def _unwritten(guards, keys):
+    """``guards`` less those on the state that replayed stores write (``counter``,
+    ``cfg.steps``, ``self.calls``): the graph never reads it, and it changes every call."""
+    if not keys:
+        return guards
+    names = set()
+    for k in keys:
+        names |= {f"the global {k}", f"the closure variable {k}", f"the attribute {k}"}
+    attrs = {f"the attribute {k.partition('.')[2]} of " for k in keys if "." in k}
+    return [g for g in guards
+            if g.what not in names and not any(g.what.startswith(a) for a in attrs)]
 
 
 def _as_specialize(exc, tracer):

@@ -32,9 +32,18 @@ class OptimizedModule(_module_class()):
     forward = __call__
 
     def __getattr__(self, name):
+        own = self.__dict__
+        if "_orig_mod" not in own:      # being unpickled: nothing to forward to yet
+            raise AttributeError(name)
         if name in OptimizedModule._INSPECTION:
-            return getattr(self.__dict__["_compiled"], name)
-        return getattr(self.__dict__["_orig_mod"], name)
+            return getattr(own["_compiled"], name)
+        return getattr(own["_orig_mod"], name)
+
+    def __getstate__(self):
+        return {"_orig_mod": self._orig_mod, "_compiled": self._compiled}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
 
     def __setattr__(self, name, value):
         setattr(self._orig_mod, name, value)
@@ -51,6 +60,9 @@ class OptimizedModule(_module_class()):
 
     def __len__(self):
         return len(self._orig_mod)
+
+    def __bool__(self):         # a module is true, as PyTorch's (__len__ would decide it)
+        return True
 
     def __iter__(self):
         return iter(self._orig_mod)

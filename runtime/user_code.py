@@ -5,6 +5,7 @@ user's functions it can reach by name (``user_functions``); the impure calls in 
 looked for the same way. tracegrad's own code (``ops.core.INTERNAL``), the standard library
 and installed packages are never followed: a value they read is not the user's to change.
 """
+import dis
 import os
 import sys
 import types
@@ -59,11 +60,15 @@ def _is_user_code(f):
 
 
 def _names_read(code):
-    """The global names ``code`` and the code nested in it load."""
+    """The global names ``code`` and the code nested in it load (``co_names`` also holds
+    attribute names: ``w.data`` is not the global ``data``)."""
     names, stack = set(), [code]
     while stack:
         c = stack.pop()
-        names.update(c.co_names)
+        names.update(i.argval for i in dis.get_instructions(c) if i.opname in _LOADS)
         stack.extend(k for k in c.co_consts if hasattr(k, "co_names"))
     return names
+
+
+_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME"})
 

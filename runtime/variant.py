@@ -20,7 +20,9 @@ from tracegrad.trace import OutputRef, map_structure
 
 from . import cuda_tier, tiers
 from .backward import CompiledFunctionBackward
+from .dynamic import carrier_of, size_carrier
 from .events import phase, run_generated
+from .guard_values import FreeGuard
 
 
 class Variant:
@@ -61,11 +63,24 @@ class Variant:
         return f"{self.python_code}\n\n/* ---- the C tier ---- */\n{self.c_source}"
 
     sizes = None        # a dynamic variant: SizeGuard, its check of the call's sizes
+    grad_checks = grad_sets = scalars = after = ()   # see Tracer.finish and Tracer.scalar_input
+    grad_guard = None       # the index in ``guards`` of the check on .grad
+    n_extra = 0     # the forward's outputs after the mutations: new .grad values, stored tensors
+    unreplayable = None     # why the stores it made cannot be made again (Tracer._replays)
+    size_carrier = None     # [(argument index, dim)]: sizes its backward gets in a carrier
 
-    def run(self, tensors):
-        """Results for one call; ``tensors`` are the argument tensors then the captured ones."""
+    def run(self, tensors, first=False):
+        """Results for one call; ``tensors`` are the argument tensors then the captured ones;
+        ``first``: the traced call, whose trace run made its stores already."""
         if self.sizes is not None:
             self.sizes.check(tensors)
+        if self.grad_checks:        # the .grad the trace started from, on every tensor it sets
+            for where, before in self.grad_checks:
+                t = tensors[where] if type(where) is int else where
+                if t._grad is not before:
+                    raise GuardFailure(self.grad_guard)
+        for t, get in self.scalars:     # a learning rate: read afresh
+            t._data[...] = float(get())
         # the generators' states before the forward draws: create_graph draws the same again
         states = [(g, g.get_state()) for g in self.generators] if self.generators else None
         try:
@@ -77,7 +92,7 @@ class Variant:
             raise generated_error(self, exc) from exc
         n_res = self.n_results
         mutated = self.mutated
-        n_kept = n_res + len(mutated)
+        n_kept = n_res + len(mutated) + self.n_extra
         seeds = self.seeds
         if seeds:
             residuals = outs[n_kept:]
@@ -90,6 +105,9 @@ class Variant:
             if t._data is not arr:
                 t._data[...] = arr
             t._vc.value += 1
+        for where, k in self.grad_sets:     # the .grad the call set, as eager sets it
+            t = tensors[where] if type(where) is int else where
+            t._grad = None if k is None else Tensor._make(self.asarray(outs[k]))
         results = [None] * n_res
         for k, src in enumerate(self.result_inputs):
             if src is not None:         # an input returned as it is: the same tensor object
@@ -100,6 +118,8 @@ class Variant:
             node = CompiledFunctionBackward(
                 tuple([tensors[i]._grad_edge() for i in self.wrt]), meta)
             node.variant = self
+            if self.size_carrier:
+                residuals = list(residuals) + [carrier_of(tensors, self.size_carrier)]
             node.residuals = residuals
             node.inputs = tensors
             node.versions = [(tensors[i], tensors[i]._vc.value) for i in self.saved_inputs]
@@ -110,6 +130,8 @@ class Variant:
         for k in range(n_res):
             if results[k] is None:
                 results[k] = Tensor._make(self.asarray(outs[k]))
+        if self.after:      # stores to outside state, a scheduler's step: made again
+            self._replay(first, tensors, outs, results)
         k = self._result_index
         if k is None:
             tree = self.out_tree
@@ -118,6 +140,23 @@ class Variant:
             return results[k]
         return map_structure(self.out_tree,
                              lambda leaf: results[leaf.index] if type(leaf) is OutputRef else leaf)
+
+    def _replay(self, first, tensors, outs, results):
+        """The calls the trace recorded besides its graph, in order (``Tracer.after``), each
+        with this run's tensors; on the traced call, those its trace run made are skipped."""
+        for _, fn, specs, done in self.after:
+            if first and done:
+                continue
+            args = []
+            for kind, a in specs:
+                if kind == "result":
+                    a = results[a]
+                elif kind == "output":
+                    a = Tensor._make(self.asarray(outs[a]))
+                elif kind == "input":
+                    a = tensors[a] if type(a) is int else a
+                args.append(a)
+            fn(*args)
 
     # inspection ----------------------------------------------------------------------------
     def graph_text(self):
@@ -203,7 +242,7 @@ def build(traced, label, want_grad, dump_ir=None, check=None, title=None, profil
     g = traced.graph
     v = Variant(label, title or label, profile_name or label, **call)
     n_res = traced.out_tree[1]
-    n_mut = len(traced.mutations)
+    n_mut = len(traced.mutations) + traced.n_extra      # the outputs kept after the results
     inputs = list(traced.arg_tensors) + list(traced.captured)
     index_of = {id(t): i for i, t in enumerate(inputs)}
     on_gpu = next((t._data for t in inputs if cuda_tier.on_gpu(t._data)), None)
@@ -218,6 +257,7 @@ def build(traced, label, want_grad, dump_ir=None, check=None, title=None, profil
     names = {val: "out" if n_res == 1 else f"out{k}"
              for k, val in enumerate(g.outputs[:n_res]) if val.name is None}
     v.guards = list(traced.guards)
+    _effects(v, traced)
     if traced.sym_dims:     # a dynamic trace: its sizes are checked before the forward runs
         v.sizes = SizeGuard(traced.sym_dims, traced.shape_env.relations, len(v.guards))
         v.sizes.paths = v.paths
@@ -247,8 +287,10 @@ def build(traced, label, want_grad, dump_ir=None, check=None, title=None, profil
         v.saved_inputs = sorted({input_pos[r] for r in residuals if r in input_pos})
         mutated = set(v.mutated)
         v.copy_residuals = [k for k, r in enumerate(residuals) if input_pos.get(r) in mutated]
-        v.backward_graph = bwd
         v.n_residuals = len(residuals)
+        if traced.sym_dims:     # sizes no residual has as a dim come in one more input
+            bwd, v.size_carrier = size_carrier(bwd, v.n_residuals, traced.sym_dims)
+        v.backward_graph = bwd
     else:
         returned = list(fwd.outputs[:n_kept])
         v.backward_graph = v.joint = None
@@ -258,6 +300,31 @@ def build(traced, label, want_grad, dump_ir=None, check=None, title=None, profil
         _generate(v, traced, label, v.title)
     tiers.start(v, backend)
     return v
+
+
+class GradGuard:
+    """The ``.grad`` of each tensor the function sets is what it was when traced (None, or
+    the same tensor, which the function then updates in place)."""
+
+    def __init__(self, checks):
+        self.checks = checks
+
+    def describe(self):
+        return (f"the .grad of {len(self.checks)} tensor(s) the function sets is what it was "
+                "when traced (None or the same tensor)")
+
+
+def _effects(v, traced):
+    """What a run does besides its graph: set ``.grad``s, read learning rates afresh, check
+    the plain values it baked, replay a scheduler's step."""
+    v.grad_checks, v.grad_sets = traced.grad_checks, traced.grad_sets
+    v.n_extra, v.unreplayable = traced.n_extra, traced.unreplayable
+    if v.grad_checks:
+        v.grad_guard = len(v.guards)
+        v.guards.append(GradGuard(v.grad_checks))
+    v.scalars, v.after = traced.scalars, traced.after
+    v.free += [FreeGuard(*g) for g in traced.value_guards]
+    v.checks = bool(v.sources or v.free)
 
 
 def _passes(graph, wrt, seeds, dump_ir, check, written, names):

@@ -3,5 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
-.venv/bin/python -m pip install -q -e ".[scipy]"
+.venv/bin/python -m pip install -q -e ".[scipy,threads]"
 exec .venv/bin/python samples/train_mlp.py "$@"

@@ -4,9 +4,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-.venv/bin/python -m pip install -q -e ".[test,scipy]"
+.venv/bin/python -m pip install -q -e ".[test,scipy,threads,onnx]"
 # MPI for tests/test_distributed.py; without it those tests skip with the reason.
-.venv/bin/python -m pip install -q -e ".[test,scipy,distributed]" \
+.venv/bin/python -m pip install -q -e ".[test,scipy,threads,distributed]" \
     || echo "note: could not install mpi4py/mpich; the multi-process tests will skip"
 if [ -n "${TRACEGRAD_EXTRA_TEST_DEPS:-}" ]; then
     # Optional oracles (PyTorch): tests that need them skip when they are missing.

@@ -381,17 +381,20 @@ def test_unsupported_construct_is_named():
     assert "numpy()" in str(info.value) and "test_compile.py" in str(info.value)
 
 
-def test_a_failed_trace_leaves_the_users_tensors_as_they_were():
-    acc = tg.zeros(2)
-
-    @tg.compile
-    def f(x):
+def test_a_call_that_raises_leaves_the_users_tensors_as_eager_leaves_them():
+    # the trace run is an eager run: the write before the error stays, as it does eagerly
+    def step(x, acc):
         acc.add_(1)
-        return x @ x        # fails for 1-d x of a mismatched length? no: fails below
+        return x @ x        # a (2, 3) @ (2, 3): the user's own error
 
-    with pytest.raises(RuntimeError):
-        f(tg.ones(2, 3))
-    _close(acc, [0, 0])
+    eager_acc, compiled_acc = tg.zeros(2), tg.zeros(2)
+    with pytest.raises(RuntimeError) as eager_error:
+        step(tg.ones(2, 3), eager_acc)
+    with pytest.raises(RuntimeError) as compiled_error:
+        tg.compile(step)(tg.ones(2, 3), compiled_acc)
+    _close(compiled_acc, eager_acc)
+    _close(compiled_acc, [1, 1])
+    assert str(eager_error.value).split("(at")[0] == str(compiled_error.value).split("(at")[0]
 
 
 # inspection --------------------------------------------------------------------------------------

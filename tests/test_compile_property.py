@@ -806,3 +806,145 @@ def test_random_programs_reading_globals_and_attributes_that_change(case):
         seen.add(state)
         assert stats["fallbacks"] == 0, stats
     event(f"{compiled.stats['compiles']} compile(s) over {len(order)} calls")
+
+
+# programs with special constants and zero-size inputs -------------------------------------------
+#
+# Steps that write inf, -inf, nan, -0.0 and float64's extremes into a program, as Python numbers
+# in its ops and as tensors it makes (``full``, ``tensor``, ``*_like``, an empty ``zeros`` to
+# ``cat``), over inputs whose values include such numbers too and whose shapes may have a dim of
+# size 0. Compiled must equal eager where it matters bit for bit: the shapes, where NaNs and
+# infinities land, the sign of every zero of the outputs; finite values to round-off.
+
+SPECIAL_NUMBERS = [math.inf, -math.inf, math.nan, -0.0, 0.0, 1.7976931348623157e308, 5e-324,
+                   2.2250738585072014e-308, -1.5]
+
+# name -> source template over an operand ``{a}`` and a number ``{c}``
+SPECIAL_STEPS = {
+    "mul": "{a} * {c}",
+    "add": "{a} + {c}",
+    "rsub": "{c} - {a}",
+    "div": "{a} / {c}",
+    "where": "tg.where({a} > 0, {a}, {c})",
+    "masked_fill": "{a}.masked_fill({a} < 0, {c})",
+    "full": "{a} + tg.full({shape}, {c}, dtype={a}.dtype)",
+    "maximum": "tg.maximum({a}, tg.full_like({a}, {c}))",
+    "tensor": "{a} * tg.tensor({row}, dtype={a}.dtype)",
+    "zeros_like": "{a} + tg.zeros_like({a})",
+    "ones_like": "{a} * tg.ones_like({a})",
+    "pow": "{a} ** {c}",
+    "neg": "-{a}",
+    "tanh": "tg.tanh({a})",
+    "exp": "tg.exp({a})",
+    "relu": "tg.relu({a})",
+    "abs": "tg.abs({a})",
+    "softmax": "tg.softmax({a}, dim={d})",
+    "float32": "{a}.float()",       # then float32 kernels: literals rounded to float32
+    "cat_empty": "tg.cat([{a}, tg.zeros({empty}, dtype={a}.dtype)], dim=0)",
+    "sum": "{a}.sum(dim={d})",
+    "mean": "{a}.mean(dim={d})",
+}
+
+
+def _special_literal(c):
+    return {math.inf: "math.inf", -math.inf: "-math.inf"}.get(c, "math.nan" if c != c else repr(c))
+
+
+@st.composite
+def programs_with_special_values(draw):
+    a, b = draw(st.sampled_from([(3, 4), (2, 3)]))
+    pool = [(a, b), (0, b), (a, 0), (0,), (b,), (), (2, 0, b), (1, b)]
+    n_in = draw(st.integers(1, 2))
+    shapes = [draw(st.sampled_from(pool)) for _ in range(n_in)]
+    steps = []
+    for _ in range(draw(st.integers(1, 6))):
+        k = len(shapes)
+        i = k - 1 if draw(st.booleans()) else draw(st.integers(0, k - 1))
+        s = shapes[i]
+        name = draw(st.sampled_from(sorted(SPECIAL_STEPS)))
+        c = draw(st.sampled_from(SPECIAL_NUMBERS))
+        row = [draw(st.sampled_from(SPECIAL_NUMBERS)) for _ in range(s[-1] if s else 0)]
+        d = draw(st.integers(-len(s), len(s) - 1)) if s else None
+        if name in ("sum", "mean", "cat_empty", "tensor", "softmax") and not s:
+            name = "neg"
+        new = s
+        if name in ("sum", "mean"):
+            new = s[:d % len(s)] + s[d % len(s) + 1:]
+        elif name == "cat_empty":
+            new = s
+        text = SPECIAL_STEPS[name].format(
+            a=f"v{i}", c=_special_literal(c), shape=s, d=d, empty=(0,) + tuple(s[1:]),
+            row="[" + ", ".join(map(_special_literal, row)) + "]")
+        source = f"v{k} = {text}"
+        code = compile(text, "<special step>", "eval")
+        steps.append(Step(k, [source], lambda env, code=code, i=i: eval(
+            code, {"tg": tg, "math": math, f"v{i}": env[i]}), new, math.inf))
+        shapes.append(new)
+    outputs = [len(shapes) - 1] + [v for v in range(n_in, len(shapes) - 1)
+                                   if draw(st.integers(0, 2)) == 0]
+    requires_grad = [draw(st.booleans()) for _ in range(n_in)]
+    if not any(requires_grad):
+        requires_grad[0] = True
+    specials = draw(st.lists(st.sampled_from(SPECIAL_NUMBERS), max_size=4))
+    prog = Program(shapes[:n_in], requires_grad, steps, outputs,
+                   draw(st.integers(0, 2 ** 32 - 1)), 0)
+    prog.specials = specials        # written into the inputs' first elements
+    return prog
+
+
+def _special_values(prog, call):
+    rng = np.random.default_rng(prog.seed + call)
+    arrays = []
+    for s in prog.in_shapes:
+        v = rng.uniform(-2, 2, s)
+        flat = v.reshape(-1)
+        n = min(len(prog.specials), flat.size)
+        flat[:n] = prog.specials[:n]
+        arrays.append(v)
+    return arrays
+
+
+def _same_special(got, want, what, signs):
+    """Shapes, dtypes, NaN and infinity positions equal; with ``signs`` the sign of every zero
+    too; finite values to float64 round-off."""
+    assert (got is None) == (want is None), f"{what}: None vs not None"
+    if got is None:
+        return
+    a, b = _np(got), _np(want)
+    assert (a.shape, a.dtype) == (b.shape, b.dtype), f"{what}: {a.shape} {a.dtype} vs " \
+                                                     f"{b.shape} {b.dtype}"
+    assert np.array_equal(np.isnan(a), np.isnan(b)), f"{what}: NaNs {a!r} vs {b!r}"
+    inf = np.isinf(b)
+    assert np.array_equal(np.isinf(a), inf) and np.array_equal(a[inf], b[inf]), \
+        f"{what}: infinities {a!r} vs {b!r}"
+    fin = np.isfinite(b)
+    scale = 1.0 + float(np.max(np.abs(b[fin]), initial=0.0))
+    np.testing.assert_allclose(a[fin], b[fin], rtol=1e-9, atol=1e-9 * scale, err_msg=what)
+    if signs:
+        zero = (a == 0) & (b == 0)
+        assert np.array_equal(np.signbit(a[zero]), np.signbit(b[zero])), \
+            f"{what}: signs of zeros {a!r} vs {b!r}"
+
+
+@settings(max_examples=MAX_EXAMPLES // 5, deadline=None, database=None,
+          derandomize=not os.environ.get("TRACEGRAD_PROPERTY_RANDOM"),
+          suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                 HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(prog=programs_with_special_values())
+def test_random_programs_with_special_values_and_empty_inputs(prog, backend):
+    """On both tiers: two calls (the second from the cache), outputs and gradients of every
+    order against eager; the outputs' zeros keep their signs."""
+    fn = prog.function()
+    compiled = tg.compile(fn)
+    with np.errstate(all="ignore"):
+        for call in range(2):
+            arrays = _special_values(prog, call)
+            want = _run(fn, arrays, prog.requires_grad)
+            got = _run(compiled, arrays, prog.requires_grad)
+            for kind, g, w in zip(("output", "grad", "create_graph grad", "second-order grad"),
+                                  got, want):
+                assert (g is None) == (w is None), f"call {call}: {kind}s exist"
+                for n, (x, y) in enumerate(zip(g or (), w or ())):
+                    _same_special(x, y, f"call {call}: {kind} {n}", signs=kind == "output")
+    assert compiled.stats["compiles"] == 1 and compiled.stats["fallbacks"] == 0, compiled.stats
+    event("zero-size" if any(0 in s for s in prog.in_shapes) else "sized")

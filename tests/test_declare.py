@@ -59,17 +59,17 @@ OPERATORS = """
     __invert__ __getitem__ __setitem__ __iadd__ __isub__ __imul__ __itruediv__ __ipow__
 """.split()
 OPS_ALL = """
-    abs absolute add addmm all amax amin any argmax argmin bitwise_and bitwise_not
+    abs absolute add addmm all amax amin any argmax argmin argwhere bitwise_and bitwise_not
     bitwise_or bitwise_xor bmm broadcast_tensors broadcast_to cat ceil chunk clamp clip
     clone concat concatenate contiguous cos detach div divide dot eq erf exp expand isfinite
-    expand_as expm1 flatten flip floor floor_divide gather ge gelu greater greater_equal gt
+    expand_as expm1 flatten flip floor floor_divide fmod gather ge gelu greater greater_equal gt
     index_select isinf isnan le lerp less less_equal log log1p log_softmax logical_and
     logical_not logical_or logsumexp lt masked_fill masked_select matmul max maximum mean
     min minimum mm movedim mul multiply mv narrow ne neg negative nonzero norm not_equal
     outer permute pow prod relu remainder reshape reshape_as round rsqrt rsub scatter_add
     sigmoid sign silu sin softmax softplus split sqrt square squeeze stack std std_mean sub
     subtract sum swapaxes swapdims t take_along_dim tanh transpose true_divide trunc unbind
-    unflatten unsqueeze var var_mean view view_as where
+    unflatten unique unsqueeze var var_mean view view_as where
 """.split()
 
 

@@ -9,6 +9,8 @@ import pytest
 
 import tracegrad as tg
 
+from tolerances import ulps
+
 HERE = "test_errors_linalg_pad.py"
 
 
@@ -132,7 +134,8 @@ def test_a_direct_bind_of_a_linalg_primitive_still_raises_pytorchs_words():
 def test_checks_leave_good_inputs_alone():
     a = tg.tensor(np.array([[2.0, 1.0], [1.0, 3.0]], dtype=np.float32))
     np.testing.assert_allclose(tg.linalg.solve(a, tg.ones(2), left=True).numpy(),
-                               np.linalg.solve(a.numpy(), np.ones(2)), rtol=1e-6)
+                               np.linalg.solve(a.numpy(), np.ones(2)),
+                               rtol=ulps("float32", 4))     # a float32 2 x 2 solve, cond 2.6
     assert tuple(tg.nn.functional.pad(tg.ones(0, 2, 3), (1, 1), mode="replicate").shape) == \
         (0, 2, 5)
     assert tuple(tg.nn.functional.pad(tg.ones(1, 0, 3), (1, 1), mode="circular").shape) == \

@@ -1,8 +1,20 @@
-"""In-place ops: version counters, saved-value checks, leaf rules, views and CopySlices."""
+"""In-place ops: version counters, saved-value checks, leaf rules, views and CopySlices.
+
+Comparisons that state no tolerance are on small integers and halves, on which every
+operation here (products, sums, scaling by 2, 3, 0.5 or 10) is exact in float32: both
+libraries must agree to the bit, and assert_allclose's default 1e-7 is below an ulp.
+"""
 import numpy as np
 import pytest
 
 import tracegrad as tg
+
+from tolerances import close
+
+# The programs here are float32 (float64 where they say so) and a handful of operations deep
+# (an exp or a sin, a few products and sums, their backward): 8 roundings at most, each a
+# few ulps apart between PyTorch's kernels and NumPy's; values of order one.
+F32 = close("float32", n_ops=8)
 
 @pytest.mark.parametrize("op", [
     lambda t: t.add_(1),
@@ -132,7 +144,7 @@ def test_inplace_on_leaf_under_no_grad_is_an_optimizer_step():
                 w.grad.zero_()
         assert w.is_leaf and w.requires_grad and w.grad_fn is None
         res.append(w.detach().numpy().copy())
-    np.testing.assert_allclose(res[0], res[1], rtol=1e-6)
+    np.testing.assert_allclose(res[0], res[1], **F32)
 
 
 def _grads(lib, build):
@@ -162,7 +174,7 @@ def test_inplace_on_non_leaf_gradients_vs_torch(build):
     torch = pytest.importorskip("torch")
     a, b = _grads(tg, build), _grads(torch, build)
     for u, v in zip(a, b):
-        np.testing.assert_allclose(u, v, rtol=1e-6)
+        np.testing.assert_allclose(u, v, **F32)
 
 
 def test_inplace_non_leaf_grad_fn_names_vs_torch():
@@ -331,8 +343,8 @@ def test_basic_setitem_gradients_and_grad_fn_vs_torch(build):
         y = build(lib, x)
         (y * lib.tensor([[1.0, 2.0], [3.0, 4.0]])).sum().backward()
         res.append((y.detach().numpy().copy(), x.grad.numpy().copy(), y.grad_fn.name()))
-    np.testing.assert_allclose(res[0][0], res[1][0], rtol=1e-6)
-    np.testing.assert_allclose(res[0][1], res[1][1], rtol=1e-6)
+    np.testing.assert_allclose(res[0][0], res[1][0], **F32)
+    np.testing.assert_allclose(res[0][1], res[1][1], **F32)
     assert res[0][2] == res[1][2]
 
 
@@ -356,7 +368,7 @@ def test_inplace_saving_result_packs_once_and_checks_later_writes_vs_torch(op):
             y.add_(1)
         with pytest.raises(RuntimeError, match="is at version 2; expected version 1 instead"):
             y.sum().backward()
-    np.testing.assert_allclose(res[0], res[1], rtol=1e-6)
+    np.testing.assert_allclose(res[0], res[1], **F32)
 
 
 def test_retain_grad_follows_writes_through_views_vs_torch():

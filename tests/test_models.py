@@ -8,6 +8,20 @@ import tracegrad as tg
 from tracegrad import nn
 from tracegrad.models import BasicBlock, Bottleneck, ResNet, resnet18, resnet34, resnet50
 
+from tolerances import ulps
+
+# float32 through a convnet, compared normwise (_rel). A sum of n products rounds, in any
+# order, within about sqrt(n) ulps of its terms' scale (rounding errors add like a random
+# walk: Higham and Mary's probabilistic bound; the worst case n is never approached), and
+# the stages add up. ResNet-18: 20 stages (conv, batch norm, relu) forward and 20 back, the
+# widest conv summing 512 x 9 = 4608 products: 40 x sqrt(4608) = 40 x 68 ulps; its running
+# stats are a forward's 20 stages deep. LeNet: 5 layers, the widest summing 16 x 5 x 5 = 400
+# products: 10 x 20 ulps for the gradients, 5 x 20 for the loss.
+RESNET = ulps("float32", n_ops=40 * 68, factor=1)
+RESNET_STATS = ulps("float32", n_ops=20 * 68, factor=1)
+LENET = ulps("float32", n_ops=10 * 20, factor=1)
+LENET_LOSS = ulps("float32", n_ops=5 * 20, factor=1)
+
 
 def _rel(got, ref):
     """max|got - ref| / max|ref|."""
@@ -166,6 +180,7 @@ def test_init_follows_torchvision():
     w = m.layer3[0].conv1.weight.detach().numpy()      # 256 x 128 x 3 x 3, fan_out 256*9
     assert abs(w.mean()) < 1e-3
     assert abs(w.std() / np.sqrt(2.0 / (256 * 9)) - 1) < 0.02
+    # the batch norms' init writes constants: exact
     np.testing.assert_array_equal(m.layer2[1].bn1.weight.detach().numpy(), 1)
     np.testing.assert_array_equal(m.layer2[1].bn1.bias.detach().numpy(), 0)
     assert m.layer4[1].bn2.weight.detach().numpy().min() == 1
@@ -195,7 +210,7 @@ def test_load_state_dict_of_numpy_arrays_from_torch():
     for k, v in ref.state_dict().items():
         got = m.state_dict()[k]
         assert got.dtype == (tg.int64 if k.endswith("num_batches_tracked") else tg.float32)
-        np.testing.assert_array_equal(got.numpy(), v.numpy(), err_msg=k)
+        np.testing.assert_array_equal(got.numpy(), v.numpy(), err_msg=k)     # copied: exact
     # bare ndarrays are refused as PyTorch refuses them, naming the entry
     arrays = {k: v.numpy() for k, v in _as_numpy(ref.state_dict()).items()}
     with pytest.raises(RuntimeError, match="named \"conv1.weight\", expected tracegrad.Tensor"):
@@ -224,19 +239,19 @@ def test_resnet18_matches_torch(mode):
     wr = torch.linspace(-1, 1, 20).reshape(2, 10)      # a loss that weighs each logit
     yr = ref(xr)
     y = m(x)
-    assert _rel(y.detach().numpy(), yr.detach().numpy()) < 1e-4
+    assert _rel(y.detach().numpy(), yr.detach().numpy()) < RESNET
     (yr * wr).sum().backward()
     (y * tg.tensor(wr.numpy())).sum().backward()
-    assert _rel(x.grad.numpy(), xr.grad.numpy()) < 1e-4
+    assert _rel(x.grad.numpy(), xr.grad.numpy()) < RESNET
     got = dict(m.named_parameters())
     for name, p in ref.named_parameters():
-        assert _rel(got[name].grad.numpy(), p.grad.numpy()) < 1e-4, name
+        assert _rel(got[name].grad.numpy(), p.grad.numpy()) < RESNET, name
     state = m.state_dict()
     for name, b in ref.named_buffers():
         if name.endswith("num_batches_tracked"):
             assert int(state[name].item()) == int(b.item()) == (1 if mode == "train" else 0)
         else:
-            assert _rel(state[name].numpy(), b.numpy()) < 1e-5, name
+            assert _rel(state[name].numpy(), b.numpy()) < RESNET_STATS, name
 
 
 # LeNet from PyTorch's "Neural Networks" tutorial, with `import tracegrad as torch` ------------
@@ -311,9 +326,6 @@ def test_lenet_tutorial_runs():
     assert loss.item() < before
 
 
-@pytest.mark.xfail(reason="mse_loss is a composite named MseLossBackward0: its next function is "
-                          "the SumBackward0 of its own parts, where the tutorial walks "
-                          "loss.grad_fn.next_functions[0][0] to AddmmBackward0", strict=True)
 def test_lenet_tutorial_grad_fn_chain():
     import tracegrad as torch
     import tracegrad.nn as nn
@@ -323,7 +335,9 @@ def test_lenet_tutorial_grad_fn_chain():
     output = net(torch.randn(1, 1, 32, 32))
     loss = nn.MSELoss()(output, torch.randn(10).view(1, -1))
     assert loss.grad_fn.next_functions[0][0].name() == "AddmmBackward0"  # Linear
-    assert loss.grad_fn.next_functions[0][0].next_functions[0][0].name() == "AccumulateGrad"
+    # the tutorial prints <AccumulateGrad object at ...> (name() is PyTorch's qualified one)
+    assert type(loss.grad_fn.next_functions[0][0].next_functions[0][0]).__name__ \
+        == "AccumulateGrad"
 
 
 def test_lenet_matches_torch():
@@ -351,10 +365,10 @@ def test_lenet_matches_torch():
     lr.backward()
     loss = tg.nn.functional.mse_loss(net(tg.tensor(data)), tg.tensor(target))
     loss.backward()
-    assert abs(loss.item() - lr.item()) <= 1e-5 * abs(lr.item())
+    assert abs(loss.item() - lr.item()) <= LENET_LOSS * abs(lr.item())
     got = dict(net.named_parameters())
     for name, p in ref.named_parameters():
-        assert _rel(got[name].grad.numpy(), p.grad.numpy()) < 1e-4, name
+        assert _rel(got[name].grad.numpy(), p.grad.numpy()) < LENET, name
 
 
 # compiled convnets ------------------------------------------------------------------------------
@@ -386,14 +400,15 @@ def test_compiled_resnet18_step_matches_eager(mode):
         loss.backward()
         le = criterion(eager(xe), labels)
         le.backward()
-        assert _rel(loss.item(), le.item()) < 1e-5
-        assert _rel(x.grad.numpy(), xe.grad.numpy()) < 1e-4
+        # the compiled program may fuse and reorder the same sums: the bounds against PyTorch
+        assert _rel(loss.item(), le.item()) < RESNET_STATS
+        assert _rel(x.grad.numpy(), xe.grad.numpy()) < RESNET
         got = dict(model.named_parameters())
         for name, p in eager.named_parameters():
-            assert _rel(got[name].grad.numpy(), p.grad.numpy()) < 1e-4, name
+            assert _rel(got[name].grad.numpy(), p.grad.numpy()) < RESNET, name
         es = eager.state_dict()
         for name, b in model.state_dict().items():       # running stats written back alike
-            assert _rel(b.numpy(), es[name].numpy()) < 1e-5, name
+            assert _rel(b.numpy(), es[name].numpy()) < RESNET_STATS, name
     assert compiled.stats["compiles"] == 1 and compiled.stats["cache_hits"] == 1
     assert compiled.stats["fallbacks"] == 0
     assert "fused group(s)" in compiled.explain()
@@ -415,7 +430,7 @@ def test_compiled_resnet18_step_matches_eager(mode):
     backward = [ops for where, ops in groups if where == "backward"]
     # the backward of relu(bn(.)) recomputes the forward chain, masks by relu's derivative
     # and reduces BatchNorm's per-channel sums in the same pass
-    assert any(ops[:4] in (["mul", "mul", "add", "relu"], ["mul", "add", "relu", "gt"])
+    assert any(ops[:4] in (["mul", "mul", "add", "relu"], ["mul", "add", "relu", "le"])
                and "where" in ops and "sum" in ops for ops in backward)
 
 
@@ -440,7 +455,8 @@ def test_compiled_lenet_training_matches_eager():
             loss.backward()
             opt.step()
             losses.append(loss.item())
-    np.testing.assert_allclose(losses[0::2], losses[1::2], rtol=1e-4)
+    # four training steps, each LeNet's forward and backward: 4 x 10 x 20 ulps
+    np.testing.assert_allclose(losses[0::2], losses[1::2], rtol=ulps("float32", 4 * 10 * 20, 1))
     assert losses[-1] < losses[0]
     assert compiled.stats["compiles"] == 1
     groups = _group_ops(compiled)
@@ -448,6 +464,6 @@ def test_compiled_lenet_training_matches_eager():
     backward = [ops for where, ops in groups if where == "backward"]
     # each convolution's bias add and ReLU run as one group (which also keeps ReLU's mask),
     # and likewise each hidden linear layer's
-    assert forward.count(["add", "relu", "gt"]) == 2 and forward.count(["add", "relu"]) == 2
+    assert forward.count(["add", "relu", "le"]) == 2 and forward.count(["add", "relu"]) == 2
     # backward: ReLU's derivative and the bias gradient's reduction in one pass, per layer
     assert sum(ops[-2:] == ["where", "sum"] for ops in backward) == 4

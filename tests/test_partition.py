@@ -265,8 +265,8 @@ backward(W2:f32[6,3], a:f32[4,6], x:f32[4,8], d_out:f32[]) {
   e:f32[4,6] = matmul c d
   f:f32[6,4] = permute a  dims=(1,0)
   d_W2:f32[6,3] = matmul f c
-  g:bool[4,6] = gt a 0
-  h:f32[4,6] = where g e 0
+  g:bool[4,6] = le a 0
+  h:f32[4,6] = where g 0 e
   i:f32[1,6] = sum h  dims=(0,) dtype=None keepdim=True
   d_b1:f32[6] = reshape i  shape=(6,)
   j:f32[8,4] = permute x  dims=(1,0)

@@ -11,6 +11,9 @@ from .dtypes import (
 )
 from .device import device, get_default_device, set_default_device
 from .tensor import Size, Tensor
+from .tensor import (  # noqa: F401 - PyTorch's memory formats, accepted and ignored
+    channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format,
+)
 from . import ops
 from .ops import *  # noqa: F401,F403 - the op functions are tracegrad's namespace
 from .ops import _install_new_methods
@@ -21,9 +24,12 @@ from .creation import (
 )
 from ._tensor_str import set_printoptions
 from . import autograd, compiler, cuda, utils
+from . import accelerator, backends
+from .backends import get_float32_matmul_precision, set_float32_matmul_precision
 from .symbolic import mark_dynamic, mark_static
 from . import nn, optim
 from . import distributed  # imports no MPI until init_process_group
+from . import onnx  # imports the onnx package only when export is called
 from . import profiler, viz
 from .autograd import (
     enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
@@ -59,8 +65,12 @@ def compile(fn=None, *, backend=None, dynamic=None, fullgraph=False, mode=None,
     ``dynamic``: None (PyTorch's automatic dynamic: a retrace caused by a changed size makes
     that dim symbolic, so one variant serves every size), True (symbolic from the first
     call), False (every variant specialised to its shapes); ``mark_dynamic(t, dim)`` and
-    ``mark_static`` decide per tensor. There are no graph breaks: a construct that cannot be
-    traced raises, so ``fullgraph`` is always in effect. ``max_variants`` bounds retracing
+    ``mark_static`` decide per tensor. What a graph cannot hold (a store to outside state
+    that the function also reads, an op whose result's size depends on the data, an
+    ``LBFGS`` step) makes the rest of the call, and later calls, run eagerly after one
+    warning; with ``fullgraph=True`` it raises instead, before the call changes anything.
+    Stores to outside state that the function only writes are replayed after each run.
+    A construct that cannot be traced at all raises. ``max_variants`` bounds retracing
     before the function runs eagerly.
     """
     from tracegrad.runtime.compiled import CompiledFunction   # the runtime loads lazily

@@ -228,6 +228,7 @@ class Namer:
     def __init__(self, taken=(), hints=None):
         self.names, self.used, self.counter = {}, set(taken), 0
         self.hints = hints or {}
+        self.suffix = {}    # base -> the suffix to try next: those below are taken
 
     def __call__(self, v):
         name = self.names.get(v)
@@ -245,9 +246,12 @@ class Namer:
             base = "".join(c if c.isalnum() or c == "_" else "_" for c in hint)
             if base[0].isdigit() or keyword.iskeyword(base):
                 base = "_" + base
-            name, i = base, 1
+            i = self.suffix.get(base, 0)       # tried in turn: base, base_1, base_2, ...
+            name = f"{base}_{i}" if i else base
             while name in self.used:
-                name, i = f"{base}_{i}", i + 1
+                i += 1
+                name = f"{base}_{i}"
+            self.suffix[base] = i + 1
         else:
             name = None
             while name is None or name in self.used:

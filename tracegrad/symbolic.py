@@ -16,7 +16,8 @@ dynamic size is at least 2 (sizes 0 and 1 are always specialised, as PyTorch doe
 and the relation is recorded in the trace's ``ShapeEnv`` as a guard (``s0 > 16``) that
 each later call checks. A decision that makes two different expressions *equal*
 (``s0 == 32``, ``s0 == s1``) specialises instead: the trace stops with ``Specialize``
-and is made again with those dims static.
+(its ``equal`` says which expression was 0) and is made again with the two dims sharing
+one symbol, or with those dims static for calls of these sizes (``runtime/dynamic.py``).
 
 Sizes that leave tracegrad's reach become plain numbers: ``float(n)``, ``n / 2`` and
 ``n * 0.5`` specialise (a ``Specialize``, as above); ``int(n)``, ``len(t)``,
@@ -45,9 +46,10 @@ class Specialize(BaseException):
     """A trace needs the sizes of ``symbols`` as constants (raised through the user's
     code: a BaseException so that ``except Exception`` there does not swallow it)."""
 
-    def __init__(self, symbols, why):
+    def __init__(self, symbols, why, equal=None):
         super().__init__(why)
         self.symbols, self.why = frozenset(symbols), why
+        self.equal = equal      # the Poly ``d`` when the trace relied on ``d == 0``, else None
 
 
 # the trace's record of decisions ------------------------------------------------------------
@@ -66,19 +68,25 @@ class ShapeEnv:
     ``(d op 0) is expected`` held when traced, where ``op`` is one of ``== != < <= > >=``.
     """
 
-    def __init__(self):
+    def __init__(self, same=None):
         self.symbols = {}
         self.relations = []
         self._seen = set()
+        self._dims = {}         # symbol name -> the dims ``new_symbol`` gave it
+        self._same = same       # (dim, [dims]) -> whether a dim joins those dims' symbol
 
-    def new_symbol(self, hint):
-        """The symbol for a size of ``hint`` (sizes of one value share their symbol, as
-        PyTorch's duck sizing does; the runtime checks they stay equal)."""
+    def new_symbol(self, hint, where=None):
+        """The symbol for a size of ``hint``, the dim ``where`` (any hashable). Sizes of one
+        value share their symbol, as PyTorch's duck sizing does (the runtime checks they
+        stay equal), unless ``same(where, dims of that symbol)`` says they are apart."""
         for name, h in self.symbols.items():
-            if h == hint:
+            if h == hint and (self._same is None or where is None
+                              or self._same(where, self._dims[name])):
+                self._dims.setdefault(name, []).append(where)
                 return SymInt(Poly.symbol(name), hint)
         name = f"s{len(self.symbols)}"
         self.symbols[name] = hint
+        self._dims[name] = [where]
         return SymInt(Poly.symbol(name), hint)
 
     def record(self, d, op, result):
@@ -101,6 +109,12 @@ class _Active:
 
     def __exit__(self, *exc):
         _state.env = self.prev
+
+
+def deciding_nothing():
+    """From here to the end of the trace's ``active`` block, decisions on sizes record
+    nothing: the trace was abandoned and the rest of the call runs eagerly."""
+    _state.env = None
 
 
 def inactive():
@@ -303,7 +317,7 @@ class SymInt(int):
             return _OPS[op](hint)
         result = _OPS[op](hint)
         if (op == "==" and result) or (op == "!=" and not result):
-            raise Specialize(base_symbols(d), f"the trace relied on {d} == 0")
+            raise Specialize(base_symbols(d), f"the trace relied on {d} == 0", equal=d)
         env.record(d, op, result)
         return result
 

@@ -41,11 +41,41 @@ NON_LEAF_GRAD_WARNING = (
     "access the non-leaf Tensor by mistake, make sure you access the leaf Tensor instead.")
 
 
+class memory_format:
+    """PyTorch's memory formats (``contiguous_format``, ``channels_last``, ...), accepted
+    wherever PyTorch takes one. Arrays here have one layout (row-major), so every format
+    gives the same values; only the strides PyTorch would report differ."""
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"torch.{self.name}"
+
+    def __reduce__(self):
+        return (_memory_format, (self.name,))
+
+
+def _memory_format(name):
+    return globals()[name]
+
+
+contiguous_format = memory_format("contiguous_format")
+preserve_format = memory_format("preserve_format")
+channels_last = memory_format("channels_last")
+channels_last_3d = memory_format("channels_last_3d")
+
+
 def parse_to_args(args, kwargs):
     """``(device, dtype)`` from the arguments of ``Tensor.to`` / ``Module.to``: a device, a
-    dtype, both, or a tensor to copy them from (``non_blocking`` is accepted and ignored)."""
+    dtype, both, or a tensor to copy them from (``non_blocking`` and ``memory_format`` are
+    accepted and ignored)."""
     dev = dt = None
-    for a in list(args) + [v for k, v in kwargs.items() if k != "non_blocking"]:
+    for a in list(args) + [v for k, v in kwargs.items()
+                           if k not in ("non_blocking", "memory_format")]:
+        if isinstance(a, memory_format):
+            continue
         if isinstance(a, Tensor):
             dev, dt = a.device, a.dtype
         elif isinstance(a, dtypes.dtype):
@@ -131,6 +161,27 @@ class Tensor:
     @property
     def is_cuda(self):
         return type(self._data) is not np.ndarray
+
+    @property
+    def is_cpu(self):
+        return type(self._data) is np.ndarray
+
+    # Devices, layouts and kinds tracegrad never makes: PyTorch's predicates, always False
+    is_xpu = is_mps = is_meta = is_ipu = is_xla = is_maia = is_mtia = is_vulkan = \
+        is_sparse = is_sparse_csr = is_quantized = is_mkldnn = is_nested = \
+        property(lambda self: False)
+
+    def is_complex(self):
+        return self._data.dtype.kind == "c"
+
+    def is_conj(self):
+        return False
+
+    def is_neg(self):
+        return False
+
+    def is_signed(self):
+        return self._data.dtype.kind in "fic"
 
     def is_floating_point(self):
         return self._data.dtype.kind == "f"
@@ -222,6 +273,8 @@ class Tensor:
                 raise RuntimeError(f"attempting to assign a gradient with dtype '{value.dtype}' to "
                                    f"a tensor with dtype '{self.dtype}'. Please ensure that the "
                                    f"gradient and the tensor have the same dtype")
+        if _hooks.tracer is not None:       # inside tracegrad.compile: the variant sets it too
+            _hooks.tracer.grad_written(self)
         self._grad = value
 
     @property
@@ -451,22 +504,22 @@ class Tensor:
             return dtypes.type_name(self.dtype, self.device.type)
         return self.to(dtype)
 
-    def float(self):
+    def float(self, memory_format=None):
         return self.to(dtypes.float32)
 
-    def double(self):
+    def double(self, memory_format=None):
         return self.to(dtypes.float64)
 
-    def half(self):
+    def half(self, memory_format=None):
         return self.to(dtypes.float16)
 
-    def long(self):
+    def long(self, memory_format=None):
         return self.to(dtypes.int64)
 
-    def int(self):
+    def int(self, memory_format=None):
         return self.to(dtypes.int32)
 
-    def bool(self):
+    def bool(self, memory_format=None):
         return self.to(dtypes.bool)
 
     def type_as(self, other):

@@ -30,9 +30,10 @@ from . import _hooks
 from .autograd import grad_mode
 from .device import CPU, to_device
 from .ir import Const, Graph, Node, Value, infer_aval
-from .ops.core import Aval, op_error, user_frame
+from .ops.core import Aval, op_error
 from .symbolic import Specialize, SymInt, concrete, symbols_in
 from .tensor import Tensor
+from .trace_effects import Effects, user_line
 
 _gm = grad_mode._state
 
@@ -53,14 +54,15 @@ class Guard:
         return f"{what} at {self.site or '<unknown>'} was {self.expected!r} when traced"
 
 
-def user_line():
-    """``file:line`` of the innermost frame outside tracegrad."""
-    f = user_frame()
-    return f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else ""
-
-
 class Traced:
     """What a trace produced, for the passes and the runtime."""
+
+    # effects beyond the graph (see Tracer.finish); none for a graph traced by other means
+    grad_sets = grad_checks = scalars = value_guards = after = ()
+    hints = {}
+    n_extra = 0             # outputs after the mutations: new .grad values, stored tensors
+    unreplayable = None     # why a store the trace made cannot be made again by a variant
+    replayed_keys = frozenset()
 
     def __init__(self, graph, arg_tensors, captured, guards, mutations, out_tree, shape_env=None,
                  sym_dims=()):
@@ -74,7 +76,7 @@ class Traced:
         self.out_tree = out_tree          # (result structure with OutputRef leaves, count)
 
 
-class Tracer:
+class Tracer(Effects):
     """Records primitive calls into IR nodes (see the module docstring).
 
     With ``symbolic=True`` nothing is computed: every primitive returns a
@@ -101,6 +103,17 @@ class Tracer:
         self.external = set()   # ids of argument and captured tensors
         self.names = {}         # value -> the user's variable it was assigned to
         self.impure = []        # transform.ImpureCall: the impure calls made, in order
+        self.abandoned = None   # (reason, for good): the rest of the call ran eagerly
+        self.fullgraph = False  # compile(fullgraph=True): what would abandon raises instead
+        self.grads = {}         # id(tensor) -> (tensor, its .grad before the trace's first write)
+        self.grad_final = {}    # id(tensor) -> its .grad when the trace run ended
+        self.grad_reads = set()     # ids of those whose first write added to the old .grad
+        self.scalars = []       # [(0-d tensor, getter)]: numbers read afresh at every call
+        self.value_guards = []  # [(what, store, key, value, site)]: plain values the trace baked
+        self.after = []         # [(what, fn, args, done)]: calls replayed after a run
+        self.hints = {}         # id(tensor) -> (name, getter): where a captured tensor lives
+        self.aliases = {}       # id(detached tensor) -> the tensor whose storage it shares
+        self.replayed_keys = set()      # the outside state that replayed stores write
 
     # values -----------------------------------------------------------------------------
     def add(self, op, inputs, params, name=None):
@@ -119,8 +132,8 @@ class Tracer:
         sizes (those of size 0 or 1 stay static, as PyTorch's)."""
         shape = t._data.shape
         if dynamic and self.shape_env is not None:
-            shape = tuple(self.shape_env.new_symbol(n) if i in dynamic and n >= 2 else n
-                          for i, n in enumerate(shape))
+            shape = tuple(self.shape_env.new_symbol(n, (len(self.arg_inputs), i))
+                          if i in dynamic and n >= 2 else n for i, n in enumerate(shape))
             self.sym_dims += [(len(self.arg_inputs), i, n) for i, n in enumerate(shape)
                               if type(n) is SymInt]
         v = Value(Aval(shape, t.dtype), name)
@@ -197,12 +210,16 @@ class Tracer:
         bv = self.value_of(base) if base is not None else None
         ovs = [self.value_of(o) if isinstance(o, Tensor) else o for o in others]
         self._remember(base if base is not None else target)
+        alias = self.aliases.get(id(target)) if base is None else None
+        if alias is not None:
+            self._remember(alias)
         if not self.symbolic:
             with self.suspended():
                 eager()
         v = self.add(prim.name, [tv] + ovs, params)
         if v.aval.dtype is not target.dtype:
-            v = self.add("convert", [v], {"dtype": target.dtype, "device": None, "copy": False})
+            v = self.add("convert", [v], {"dtype": target.dtype, "device": None,
+                                          "src_device": target.device})
         if v.aval.shape != target.shape:
             v = self.add("broadcast_to", [v], {"shape": tuple(target.shape)})
         if not _gm.grad_enabled and v.aval.dtype.is_floating_point:
@@ -210,6 +227,8 @@ class Tracer:
         if base is not None:
             self.bind_value(base, self.add("view_scatter", [bv, v],
                                            {"steps": target._view_steps}))
+        if alias is not None and alias._data is target._data:    # written through .data
+            self.bind_value(alias, v)
         self.bind_value(target, v)
 
     def assign_data(self, target, source):
@@ -241,7 +260,12 @@ class Tracer:
         self.bind_value(t, self.add("random", [], dict(params, generator=generator)))
 
     def detached(self, src, out):
+        """``out = src.detach()`` or ``src.data``: the same storage, so an in-place write to
+        ``out`` is a write to ``src`` too (``p.data.add_(...)``, a hand-written update)."""
         self.bind_value(out, self.add("stop_gradient", [self.value_of(src)], {}))
+        root = self.aliases.get(id(src), src)
+        if root._base is None:
+            self.aliases[id(out)] = root
 
     def custom_function(self, fn, args, kwargs, apply):
         """``fn.apply(*args)``: run it for real, record one node per tensor output."""
@@ -293,7 +317,10 @@ class Tracer:
             return fn(*args, **kwargs)
 
     def restore(self):
-        """Undo the trace run's effects on the user's tensors and generators."""
+        """Undo the trace run's effects on the user's tensors, gradients and generators."""
+        for key, (t, before) in self.grads.items():
+            self.grad_final[key] = t._grad
+            t._grad = before
         for t, data, version in self.undo.values():
             t._data[...] = data
         for gen, state in self.rngs.values():
@@ -316,6 +343,21 @@ class Tracer:
         for t, _, _ in self.undo.values():
             outputs.append(self.value_of(t))
             mutations.append(t)
+        grad_sets = []      # (where, index of its new value among the outputs, or None)
+        grad_checks = []    # (where, the .grad the trace started from)
+        for key, (t, before) in self.grads.items():
+            where = self._where(t)
+            if key in self.grad_reads:
+                grad_checks.append((where, before))
+            final = self.grad_final.get(key, t._grad)
+            if final is before:
+                continue        # untouched, or updated in place: a mutation above
+            if final is None:
+                grad_sets.append((where, None))
+            else:
+                outputs.append(self.value_of(final))
+                grad_sets.append((where, len(outputs) - 1))
+        after, unreplayable = self._replays(outputs, n_results)
         # The values the user's assignments named are built again with those names, so the
         # graph's values carry their names from construction on and nobody renames them.
         named = {v: Value(v.aval, n) for v, n in self.names.items()}
@@ -327,8 +369,15 @@ class Tracer:
         inputs = [fix(v) for v in self.arg_inputs + [v for _, v in self.captured]]
         guards = [Guard(fix(g.value), g.kind, g.expected, g.site) for g in self.guards]
         graph = Graph(inputs, nodes, [fix(v) for v in outputs])
-        return Traced(graph, list(self.arg_tensors), [t for t, _ in self.captured], guards,
-                      mutations, (tree, n_results), self.shape_env, self.sym_dims)
+        traced = Traced(graph, list(self.arg_tensors), [t for t, _ in self.captured], guards,
+                        mutations, (tree, n_results), self.shape_env, self.sym_dims)
+        traced.n_extra = len(outputs) - n_results - len(mutations)
+        traced.unreplayable = unreplayable
+        traced.grad_sets, traced.grad_checks = grad_sets, grad_checks
+        traced.scalars, traced.value_guards = self.scalars, self.value_guards
+        traced.after, traced.hints = after, self.hints
+        traced.replayed_keys = self.replayed_keys
+        return traced
 
 
 class OutputRef:

@@ -43,6 +43,7 @@ import gast
 import numpy as np
 
 from . import _hooks
+from .stores import StoreMarker
 from .tensor import Tensor
 
 HELPER = "__tracegrad__"
@@ -52,8 +53,30 @@ class _Helper:
     """What the rewritten function calls (reached through a closure cell); ``sites``: its
     impure call sites (``ImpureSite``), by index."""
 
-    def __init__(self, sites):
-        self.sites = sites
+    def __init__(self, sites, stores=()):
+        self.sites, self.stores = sites, stores
+
+    def store(self, index, objs, args):
+        """Before a write to outside state (``stores.py``), with the objects it writes to and
+        the locals it reads: a trace records the store, for the variant to make again after
+        each run with that run's tensors; one it cannot replay (the function reads the state
+        it writes, or passes tensors inside containers) stops the recording here, and the
+        store and the rest of the call run eagerly."""
+        tracer = _hooks.tracer
+        if tracer is None or getattr(tracer, "symbolic", True) or (
+                objs and all(isinstance(o, Tensor) for o in objs)):
+            return      # not tracing, or a tensor written in place: the trace records that
+        site = self.stores[index]
+        why = None
+        if site.replay is None or site.conflict:
+            why = f"writes to {site}, and the function reads {site.conflict or 'it'} too"
+        elif any(_holds_tensor(a) for a in args
+                 if not isinstance(a, Tensor) and not any(a is o for o in objs)):
+            why = f"writes to {site} a container of tensors"
+        if why is not None:     # state made on a first call stops that call only
+            tracer.abandon(why, for_good="again")
+        else:
+            tracer.replay_store(str(site), site.replay, args, site.keys)
 
     def impure(self, index, fn):
         """``fn``, which records each call on the active tracer (a plain call otherwise)."""
@@ -83,6 +106,16 @@ class _Helper:
             v = tracer.env.get(id(t))
             if v is not None and v[1].name is None:     # the first assignment names it
                 tracer.names.setdefault(v[1], n)
+
+
+def _holds_tensor(x, depth=0):
+    if isinstance(x, Tensor):
+        return True
+    if depth < 3 and isinstance(x, (list, tuple, set, frozenset)):
+        return any(_holds_tensor(e, depth + 1) for e in x)
+    if depth < 3 and isinstance(x, dict):
+        return any(_holds_tensor(e, depth + 1) for e in x.values())
+    return False
 
 
 def _shallow(args, kwargs):
@@ -484,7 +517,10 @@ def instrument(fn):
     namer = _Namer()
     namer._top = fdef
     namer.visit(fdef)
-    rewriter = _ImpureRewriter(_Names(fn, fdef), filename, offset)
+    names = _Names(fn, fdef)
+    marker = StoreMarker(names, fdef, filename, offset, HELPER)
+    marker.visit(fdef)
+    rewriter = _ImpureRewriter(names, filename, offset)
     rewriter.visit(fdef)
     free = list(fn.__code__.co_freevars)
     factory = gast.FunctionDef(
@@ -493,7 +529,8 @@ def instrument(fn):
                                             type_comment=None) for n in [HELPER] + free],
                             posonlyargs=[], vararg=None, kwonlyargs=[], kw_defaults=[],
                             kwarg=None, defaults=[]),
-        body=[fdef, gast.Return(value=_load(fdef.name))], decorator_list=[], returns=None,
+        body=[fdef] + marker.replays + [gast.Return(value=_load(fdef.name))],
+        decorator_list=[], returns=None,
         type_comment=None, type_params=[])
     module = gast.Module(body=[factory], type_ignores=[])
     pyast = gast.gast_to_ast(module)
@@ -510,7 +547,7 @@ def instrument(fn):
     if inner is None:
         return None
     cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
-    cells[HELPER] = types.CellType(_Helper(rewriter.sites))
+    cells[HELPER] = types.CellType(_Helper(rewriter.sites, marker.sites))
     if any(n not in cells for n in inner.co_freevars):
         return None
     new = types.FunctionType(inner, fn.__globals__, fn.__name__, fn.__defaults__,
@@ -518,4 +555,10 @@ def instrument(fn):
     new.__kwdefaults__ = fn.__kwdefaults__
     new.__qualname__ = fn.__qualname__
     new.__tracegrad_sites__ = rewriter.sites
+    for site, replay in zip(marker.sites, marker.replays):   # each store, over its locals
+        code = next((c for c in factory_code.co_consts if isinstance(c, types.CodeType)
+                     and c.co_name == replay.name), None)
+        if code is not None and all(n in cells for n in code.co_freevars):
+            site.replay = types.FunctionType(code, fn.__globals__, replay.name, None,
+                                             tuple(cells[n] for n in code.co_freevars))
     return new

@@ -34,6 +34,9 @@ def accumulate_grad(var, grads, create_graph):
     buffer for the node: the slot is cleared so that the buffer's reference does not count."""
     g = grads[0]
     grads[0] = None
+    tracer = _hooks.tracer
+    if tracer is not None:      # inside tracegrad.compile: the variant sets .grad too
+        tracer.grad_written(var, reads=True)
     old = var._grad
     if old is None:
         if create_graph:
@@ -42,6 +45,9 @@ def accumulate_grad(var, grads, create_graph):
         else:
             new = _steal(g) if _hooks.tracer is None else None
             var._grad = _copy_of(g) if new is None else new
+    elif tracer is not None:    # the same update, recorded: in place where eager's is
+        if create_graph or not _traced_add(old, g):
+            var._grad = old + g
     elif create_graph or not _add_in_place(old._data, g._data):
         var._grad = old + g
     else:
@@ -61,6 +67,16 @@ def _copy_of(g):
         with d.device:          # CuPy copies onto the current device: make it the gradient's
             t._data = d.copy()
     return t
+
+
+def _traced_add(old, g):
+    """``old.add_(g)`` as an op a trace records, where ``_add_in_place`` would take it."""
+    if old.shape != g.shape or not np.can_cast(g._data.dtype, old._data.dtype, "same_kind"):
+        return False
+    from .grad_mode import no_grad
+    with no_grad():
+        old.add_(g)
+    return True
 
 
 def _add_in_place(old, new):

@@ -16,7 +16,7 @@ import collections.abc
 import itertools
 from collections import OrderedDict
 
-from .. import creation
+from .. import _hooks, creation
 from ..autograd import grad_mode
 from ..autograd.function import Function
 from ..autograd.grad_mode import no_grad
@@ -64,8 +64,11 @@ def _add_hook(hooks, entry, prepend):
 def zero_grads(params, set_to_none=True):
     """``zero_grad`` of modules and optimisers: drop each ``.grad``, or zero it in place
     (detached first, as PyTorch does)."""
+    tracing = _hooks.tracer is not None
     for p in params:
         if p.grad is None:
+            if tracing and set_to_none:     # recorded: a variant clears it whatever it finds
+                p.grad = None
             continue
         if set_to_none:
             p.grad = None

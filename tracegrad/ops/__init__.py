@@ -13,11 +13,13 @@ from ..tensor import Tensor
 from . import composite, elementwise, index_ops, linalg, pool, reduce_ops, shape_ops
 from . import conv, pad  # noqa: F401 - convolution and im2col primitives; padding primitives
 from . import more_ops  # noqa: F401 - scans, sorting, einsum, random draws (exported by tracegrad)
+from . import nn_ops  # noqa: F401 - addmm and embedding primitives (Linear's, Embedding's nodes)
 from .composite import (
     addmm, floor_divide, gelu, isfinite, lerp, log_softmax, logsumexp, mean, norm, remainder,
     rsub, silu, softmax, softplus, square, std, std_mean, true_divide, var, var_mean,
 )
 from .core import PRIMITIVES, Aval, Primitive, bind, inplace, op_error, sum_to_shape
+from .data_dependent import argwhere, unique
 from .elementwise import (
     absolute, add, clamp, clip, clone, convert, div, logical_and, logical_or, negative, pow,
     round, sub, where,

@@ -5,11 +5,10 @@ They work on eager tensors and, unchanged, on traced values.
 import math
 
 from .. import dtypes
-from .core import op_error
+from .core import bind, op_error
 from .declare import backward_name, method
 from .elementwise import (
-    add, div, erf, exp, floor, isinf, isnan, log, logical_not, mul, pow, sigmoid, sqrt, sub,
-    tanh, where,
+    div, erf, exp, isinf, isnan, log, logical_not, mul, sigmoid, sqrt, sub, tanh, where,
 )
 from .reduce_ops import amax, sum
 from .rules import norm_dims
@@ -38,6 +37,7 @@ def mean(input, dim=None, keepdim=False, *, dtype=None):
 @backward_name("VarBackward0")
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """Variance; ``correction`` (or ``unbiased``) defaults to Bessel's 1."""
+    dim, unbiased = _legacy_unbiased(dim, unbiased)
     if correction is None:
         correction = 1 if unbiased is None or unbiased else 0
     if not input.dtype.is_floating_point:
@@ -51,16 +51,27 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
 @backward_name("StdBackward0")
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """sqrt(var); std'(0) = 0 as in PyTorch, where sqrt'(0) = inf would give inf * 0 = NaN."""
+    dim, unbiased = _legacy_unbiased(dim, unbiased)
     v = var(input, dim, unbiased, keepdim, correction=correction)
     zero = v == 0
     return where(zero, 0.0, sqrt(where(zero, 1.0, v)))
 
 
+def _legacy_unbiased(dim, unbiased):
+    """``var(x, True)``: PyTorch's older overload takes ``unbiased`` first; a bool is never a
+    dim, so a bool in ``dim``'s place is that flag and the reduction is over everything."""
+    if isinstance(dim, bool):
+        return None, dim
+    return dim, unbiased
+
+
 def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    dim, unbiased = _legacy_unbiased(dim, unbiased)
     return var(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
 
 
 def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    dim, unbiased = _legacy_unbiased(dim, unbiased)
     return std(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
 
 
@@ -70,6 +81,9 @@ def logsumexp(input, dim, keepdim=False):
     """log(sum(exp(x))) without overflow; the shift is constant, so it is detached."""
     if not input.dtype.is_floating_point:
         input = input.to(dtypes.get_default_dtype())
+    if 0 in input.shape:        # no elements: nothing to shift by (amax of none is an error)
+        out = log(sum(exp(input), dim, keepdim=True))   # -inf over an empty dim, as PyTorch's
+        return out if keepdim else squeeze(out, norm_dims(dim, input.ndim))
     m = amax(input, dim, keepdim=True).detach()
     m = where(isinf(m), 0.0, m)
     out = log(sum(exp(input - m), dim, keepdim=True)) + m
@@ -83,6 +97,8 @@ def softmax(input, dim=None, dtype=None, *, _stacklevel=None):
         input = input.to(dtype)
     if dim is None:
         dim = 0 if input.ndim in (0, 1, 3) else 1
+    if 0 in input.shape:        # no elements: nothing to shift by (amax of none is an error)
+        return exp(input)
     e = exp(input - amax(input, dim, keepdim=True).detach())
     return e / sum(e, dim, keepdim=True)
 
@@ -122,10 +138,11 @@ def softplus(input, beta=1.0, threshold=20.0):
     """``log1p(exp(beta x)) / beta``, or ``x`` where ``beta x > threshold``. The exp sees
     ``beta x`` clamped at the threshold: the branch ``where`` drops must stay finite, or its
     zero gradient times ``exp' = inf`` is NaN (for x > 710)."""
-    from .elementwise import clamp, log1p
+    from .elementwise import log1p
     scaled = input * beta
+    # where, not clamp: clamp'(NaN) is 0, and PyTorch's softplus'(NaN) is NaN
     return where(scaled > threshold, input,
-                 log1p(exp(clamp(scaled, max=threshold))) / beta)
+                 log1p(exp(where(scaled > threshold, threshold, scaled))) / beta)
 
 
 @method
@@ -142,10 +159,11 @@ def true_divide(input, other):
     return div(input, other)
 
 
+@method
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
-    from .linalg import mm
-    prod = mm(mat1, mat2)
-    return add(mul(input, beta) if beta != 1 else input, mul(prod, alpha) if alpha != 1 else prod)
+    """``beta * input + alpha * (mat1 @ mat2)``, one ``AddmmBackward0`` node (``nn_ops``)."""
+    from .nn_ops import addmm as _addmm
+    return _addmm(input, mat1, mat2, beta=beta, alpha=alpha)
 
 
 @method
@@ -154,20 +172,28 @@ def lerp(input, end, weight):
 
 
 @method
-def norm(input, p="fro", dim=None, keepdim=False):
-    from .elementwise import abs
-    if p in ("fro", 2):
-        return sqrt(sum(input * input, dim, keepdim))
-    if p == 1:
-        return sum(abs(input), dim, keepdim)
-    if p == math.inf:
-        return amax(abs(input), dim if dim is not None else (), keepdim)
-    return pow(sum(pow(abs(input), p), dim, keepdim), 1.0 / p)
+def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
+    """PyTorch's ``torch.norm``: ``linalg.vector_norm`` for a number ``p`` and for 'fro' (the
+    2-norm over ``dim``), ``linalg.matrix_norm`` for 'nuc'. So -inf is the smallest
+    magnitude, 0 counts nonzeros, and the gradient at a zero input is 0, as there."""
+    from ..linalg_norms import matrix_norm, vector_norm
+    if out is not None:
+        raise op_error("norm", "out= is not supported")
+    if isinstance(dim, int):
+        dim = (dim,)
+    if p is None or p == "fro":
+        return vector_norm(input, 2, dim, keepdim, dtype=dtype)
+    if p == "nuc":
+        return matrix_norm(input, "nuc", (-2, -1) if dim is None else dim, keepdim, dtype=dtype)
+    if isinstance(p, str):
+        raise op_error("norm", f"norm(): unsupported p={p!r} (a number, 'fro' or 'nuc')")
+    return vector_norm(input, p, dim, keepdim, dtype=dtype)
 
 
 @method
 def remainder(input, other):
-    return input - floor(input / other) * other
+    from .elementwise import remainder_p
+    return bind(remainder_p, input, other)
 
 
 @method

@@ -174,22 +174,28 @@ abs_p = Primitive("abs", lambda xp, x: xp.abs(x), dtype=promote, shape=same_shap
                   np="np.abs({self})", np_out="np.abs({self}, out={out})", c="fabs({self})",
                   kind="elementwise",
                   public=True, method=True, inplace_method="abs_", doc="|x|; abs'(0) = 0.")
-# sign(-0.0) is +0.0 and sign(nan) is nan, as NumPy's
-sign_p = Primitive("sign", lambda xp, x: xp.sign(x), dtype=promote, shape=same_shape,
-                   vjp=(lambda g, x, out: g * 0,), np="np.sign({self})",
-                   np_out="np.sign({self}, out={out})",
-                   c="({self} > 0 ? 1 : {self} < 0 ? -1 : {self} == 0 ? 0 : {self})",
+# sign(-0.0) is +0.0 and sign(nan) is 0, as PyTorch's (NumPy's sign(nan) is nan)
+sign_p = Primitive("sign", lambda xp, x: _sign(xp, x), dtype=promote, shape=same_shape,
+                   vjp=(lambda g, x, out: g * 0,), np="np.nan_to_num(np.sign({self}))",
+                   np_out=("np.sign({self}, out={out})", "np.nan_to_num({out}, copy=False)"),
+                   c="({self} > 0 ? 1 : {self} < 0 ? -1 : 0)",
                    kind="elementwise", public=True, method=True,
                    doc="-1, 0 or 1 by the sign of x; its gradient is zero.")
 # relu is a primitive rather than where(x > 0, x, 0): one pass in eager, PyTorch's node name,
-# and the rule reads the saved result (relu'(0) = 0). NaN stays NaN, relu(-0.0) is +0.0.
+# and the rule reads the saved result (relu'(0) = 0; relu'(nan) = 1, as PyTorch's
+# threshold_backward, which zeroes only where out <= 0). NaN stays NaN, relu(-0.0) is +0.0.
 relu_p = Primitive("relu", lambda xp, x: xp.maximum(x, x.dtype.type(0)), dtype=promote,
-                   shape=same_shape, vjp=(lambda g, x, out: where(out > 0, g, 0),),
+                   shape=same_shape, vjp=(lambda g, x, out: where(out <= 0, 0, g),),
                    saves=("result",), np="np.maximum({self}, 0)",
                    np_out="np.maximum({self}, 0, out={out})",
                    c="({self} > 0 || isnan({self}) ? {self} : 0)", kind="elementwise",
                    inplace=lambda xp, x: xp.maximum(x, x.dtype.type(0), out=x),
                    public=True, method=True, inplace_method="relu_", doc="max(x, 0); relu'(0) = 0.")
+
+
+def _sign(xp, x):
+    s = xp.sign(x)
+    return xp.nan_to_num(s) if s.dtype.kind == "f" else s
 
 
 def rounding(name, impl, np_t, c, np_out=None, **declare):
@@ -263,8 +269,9 @@ minimum_p = binary("minimum", lambda xp, a, b: xp.minimum(a, b),
 
 
 def _tie_weight(a, b):
-    """1 where a > b, 1/2 where a == b, 0 elsewhere: the gradient share of ``a`` in max(a, b)."""
-    return where(a > b, 1.0, where(eq(a, b), 0.5, 0.0))
+    """0 where a < b, 1/2 where a == b, 1 elsewhere: the gradient share of ``a`` in max(a, b).
+    Where either is NaN both get the whole gradient, as PyTorch's (it masks only a < b)."""
+    return where(a < b, 0.0, where(eq(a, b), 0.5, 1.0))
 
 
 def _pow_scalar_grad(g, x, exponent):
@@ -312,7 +319,7 @@ def _pow_source(x, exponent):
         return " * ".join([x] * exponent)
     if exponent == 0.5 and not isinstance(exponent, bool):
         return f"np.sqrt({x})"
-    return f"{x} ** {exponent!r}"
+    return f"{x} ** {_number(exponent)}"
 
 
 def _pow_out(x, exponent, out):
@@ -322,7 +329,15 @@ def _pow_out(x, exponent, out):
         return (f"np.multiply({x}, {x}, out={out})", f"np.multiply({out}, {x}, out={out})")
     if exponent == 0.5 and not isinstance(exponent, bool):
         return (f"np.sqrt({x}, out={out})",)
-    return (f"np.power({x}, {exponent!r}, out={out})",)
+    return (f"np.power({x}, {_number(exponent)}, out={out})",)
+
+
+def _number(v):
+    """Python source of the number ``v`` in generated code: ``repr`` writes a bare ``inf`` or
+    ``nan``, which no module defines; NumPy's (or CuPy's, both ``np`` there) names them."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return ("-" if v < 0 else "") + ("np.nan" if v != v else "np.inf")
+    return repr(v)
 
 
 def _pow_impl(xp, x, y):
@@ -347,6 +362,57 @@ pow_p = binary(
     (lambda g, a, b, out: where(eq(b, 0), 0.0, g * b * a ** (b - 1)),
      lambda g, a, b, out: g * where(logical_and(eq(a, 0), b >= 0), 0.0, out * _log_base(a))),
     "power", "pow({self}, {other})", saves=("self", "other", "result"), node="PowBackward1")
+
+# fmod, remainder and rounding division: NumPy's remainder and floor_divide take Python's
+# (and PyTorch's) way through fmod, exact where floor(a / b) is not: -1e20 % 501 is 460, not 0,
+# and 1.0 // 0.001 is 999, not 1000. Rounding division has a zero gradient (PyTorch's), also
+# where b is 0 (floor(a / b)'s chain rule would give 0 * inf = NaN).
+fmod_p = binary("fmod", lambda xp, a, b: xp.fmod(a, b),
+                (lambda g, a, b, out: g,
+                 lambda g, a, b, out: -g * div(a, b, rounding_mode="trunc")),
+                "fmod", "fmod({self}, {other})", saves=("self", "other"), node="FmodBackward1",
+                public=True, method=True,
+                doc="C's fmod: the remainder of a / b rounded toward zero (sign of a).")
+remainder_p = binary(
+    "remainder", lambda xp, a, b: xp.remainder(a, b),
+    (lambda g, a, b, out: g, lambda g, a, b, out: -g * div(a, b, rounding_mode="floor")),
+    "remainder",
+    "(fmod({self}, {other}) != 0 && (({other} < 0) != (fmod({self}, {other}) < 0)) ? "
+    "fmod({self}, {other}) + {other} : fmod({self}, {other}))",
+    saves=("self", "other"), node="RemainderBackward1")
+div_rounding_p = Primitive(
+    "div_rounding", lambda xp, a, b, rounding_mode: _div_rounding(xp, a, b, rounding_mode),
+    args=("self", "other"), dtype=lambda a, b, rounding_mode: promote(a, b), shape=broadcast,
+    vjp=(lambda g, a, b, out, rounding_mode: g * 0,
+         lambda g, a, b, out, rounding_mode: g * 0),
+    node="DivBackward2", np=lambda self, other, rounding_mode="floor": (
+        f"np.floor_divide({self}, {other})" if rounding_mode == "floor"
+        else f"np.trunc(np.true_divide({self}, {other}))"),
+    c=lambda self, other, rounding_mode="floor": (
+        _floor_divide_c(self, other) if rounding_mode == "floor"
+        else f"trunc({self} / {other})"),
+    kind="elementwise")
+
+
+def _floor_divide_c(a, b):
+    """C for NumPy's (and PyTorch's, and Python's) floor division: (a - fmod(a, b)) / b, one
+    less where the remainder's sign differs from b's, rounded to the nearest integer; a / b
+    where b is 0, and a signed zero for a zero quotient."""
+    m = f"fmod({a}, {b})"
+    d = f"(({a} - {m}) / {b} - ({m} != 0 && (({b} < 0) != ({m} < 0))))"
+    return (f"({b} == 0 ? {a} / {b} : {d} != 0 ? floor({d}) + ({d} - floor({d}) > 0.5) "
+            f": copysign(0.0, {a} / {b}))")
+
+
+def _div_rounding(xp, a, b, rounding_mode):
+    if all(x.dtype.kind in "iub" if hasattr(x, "dtype") else isinstance(x, int) for x in (a, b)) \
+            and not (b != 0 if isinstance(b, int) else bool((b != 0).all())):
+        raise RuntimeError("ZeroDivisionError")     # PyTorch's, for an integer division by 0
+    if rounding_mode == "floor":
+        return xp.floor_divide(a, b)
+    q = xp.true_divide(a, b)
+    return xp.trunc(q) if getattr(q, "dtype", None) is None or q.dtype.kind == "f" else q
+
 
 # comparisons and logic (no gradient) ------------------------------------------------
 
@@ -490,9 +556,15 @@ def round(input, decimals=0):  # noqa: A001
     return bind(round_p, input, decimals=decimals)
 
 
+def _scales(alpha):
+    """Whether ``alpha`` changes ``other``: a number other than 1, or a 0-d tensor (an
+    optimizer's learning rate inside a compiled step), which is never compared."""
+    return alpha != 1 if isinstance(alpha, (int, float)) else True
+
+
 @method
 def add(input, other, *, alpha=1):
-    if alpha != 1:
+    if _scales(alpha):
         other = mul(other, alpha)
     return bind(add_p, input, other)
 
@@ -501,21 +573,21 @@ def add(input, other, *, alpha=1):
 # the name given to ``inplace`` ("add_"), with the inputs it writes, as before.
 @method("add_")
 def _add_(self, other, *, alpha=1):
-    if alpha != 1:
+    if _scales(alpha):
         other = mul(other, alpha)
     return inplace(add_p, "add_", self, other)
 
 
 @method
 def sub(input, other, *, alpha=1):
-    if alpha != 1:
+    if _scales(alpha):
         other = mul(other, alpha)
     return bind(sub_p, input, other)
 
 
 @method("sub_")
 def _sub_(self, other, *, alpha=1):
-    if alpha != 1:
+    if _scales(alpha):
         other = mul(other, alpha)
     return inplace(sub_p, "sub_", self, other)
 
@@ -524,14 +596,15 @@ def _sub_(self, other, *, alpha=1):
 def div(input, other, *, rounding_mode=None):
     if rounding_mode is None:
         return bind(div_p, input, other)
-    q = bind(div_p, input, other)
-    q = floor(q) if rounding_mode == "floor" else trunc(q)
-    return q.to(promote(input, other))
+    if rounding_mode not in ("floor", "trunc"):
+        raise op_error("div", f"div expected rounding_mode to be one of None, 'trunc', or "
+                              f"'floor' but found '{rounding_mode}'")
+    return bind(div_rounding_p, input, other, rounding_mode=rounding_mode)
 
 
 @method("div_")
 def _div_(self, other, *, alpha=1):
-    if alpha != 1:
+    if _scales(alpha):
         other = mul(other, alpha)
     return inplace(div_p, "div_", self, other)
 
@@ -583,14 +656,30 @@ def clamp(input, min=None, max=None):  # noqa: A002
     if min is None and max is None:
         raise op_error("clamp", "At least one of 'min' or 'max' must not be None")
     if isinstance(min, Tensor) or isinstance(max, Tensor):
-        # where, not maximum/minimum: on a tie the gradient goes to input, as in PyTorch
-        out = input
-        if min is not None:
-            out = where(out < min, min, out)
-        if max is not None:
-            out = where(out > max, max, out)
-        return out
+        return _clamp_tensors(input, min, max)
     return bind(clamp_p, input, min=min, max=max)
+
+
+def _clamp_tensors(x, lo, hi):
+    """clamp with tensor bounds, as PyTorch's: NaN where x or a bound is NaN, ``hi`` where
+    lo > hi, and each operand's gradient where PyTorch's clamp_backward_min_max puts it
+    (x on ties). Each ``where`` picks one operand, so its mask is that operand's gradient."""
+    keep = x >= lo if lo is not None else None
+    if hi is not None:
+        keep = x <= hi if keep is None else logical_and(keep, x <= hi)
+    to_lo = x < lo if lo is not None else None
+    if lo is not None and hi is not None:
+        to_lo = logical_and(to_lo, lo < hi)
+    to_hi = None
+    if hi is not None:
+        to_hi = x > hi if lo is None else logical_or(x > hi, hi < lo)
+    # neither kept nor clamped: some operand is NaN (an integer tensor has none)
+    out = x if not x.dtype.is_floating_point else float("nan")
+    if to_hi is not None:
+        out = where(to_hi, hi, out)
+    if to_lo is not None:
+        out = where(to_lo, lo, out)
+    return where(keep, x, out)
 
 
 clip = clamp

@@ -12,6 +12,7 @@ from ..autograd.grad_mode import _state as _gm
 from ..device import xp_of
 from ..tensor import Tensor
 from .core import Primitive, apply_view_steps, bind, inplace, op_error
+from .data_dependent import graph_break, is_mask_key
 from .declare import method
 from .rules import norm_dim
 from ..symbolic import Specialize, SymInt, slice_length, symbols_in
@@ -295,6 +296,8 @@ def _indices_on(tensors, x):
 
 
 def index(input, key):
+    if is_mask_key(key):        # the result's size is the number of True values
+        graph_break("a boolean-mask index x[mask]")
     spec, tensors = parse_key(key)
     if tensors:
         tensors = _indices_on(tensors, input)
@@ -335,18 +338,45 @@ def _copy_(self, src, non_blocking=False):
 
 @method
 def gather(input, dim, index):
+    if input.ndim == 0 and index.ndim == 0:     # a 0-d tensor is one element along dim 0
+        return gather(input.reshape(1), dim, index.reshape(1)).reshape(())
     return bind(gather_p, input, index, dim=norm_dim(dim, input.ndim))
 
 
 @method
 def scatter_add(input, dim, index, src):
+    if input.ndim == 0 and index.ndim == 0:     # a 0-d tensor is one element along dim 0
+        src = src.reshape(1) if src.ndim == 0 else src
+        return scatter_add(input.reshape(1), dim, index.reshape(1), src).reshape(())
     d = norm_dim(dim, input.ndim)
     return input + bind(scatter_add_zeros_p, src, index, dim=d, shape=input.shape)
 
 
 @method
-def take_along_dim(input, indices, dim):
-    return gather(input, dim, indices)
+def take_along_dim(input, indices, dim=None):
+    """``gather`` after broadcasting ``input`` and ``indices`` against each other in every
+    dim but ``dim``, as PyTorch's; without ``dim``, over the flattened input."""
+    from .shape_ops import broadcast_to
+    if dim is None:
+        return gather(input.reshape(-1), 0, indices.reshape(-1))
+    d = norm_dim(dim, input.ndim)
+    if input.ndim != indices.ndim:
+        raise op_error("take_along_dim", f"torch.take_along_dim(): input and indices should "
+                                         f"have the same number of dimensions, but got "
+                                         f"{input.ndim} dimensions for input, and "
+                                         f"{indices.ndim} dimensions for indices")
+    shape = [max(a, b) if 1 in (a, b) else a for a, b in zip(input.shape, indices.shape)]
+    for k, (a, b) in enumerate(zip(input.shape, indices.shape)):
+        if k != d and a != b and 1 not in (a, b):
+            raise op_error("take_along_dim", f"The size of tensor a ({a}) must match the size "
+                                             f"of tensor b ({b}) at non-singleton dimension {k}")
+    want_i = tuple(indices.shape[k] if k == d else shape[k] for k in range(input.ndim))
+    want_x = tuple(input.shape[k] if k == d else shape[k] for k in range(input.ndim))
+    if indices.shape != want_i:
+        indices = broadcast_to(indices, want_i)
+    if input.shape != want_x:
+        input = broadcast_to(input, want_x)
+    return gather(input, d, indices)
 
 
 @method
@@ -386,12 +416,21 @@ def _masked_fill_(self, mask, value):
 @method
 def masked_select(input, mask):
     from .shape_ops import broadcast_tensors
+    graph_break("masked_select")
     input, mask = broadcast_tensors(input, mask)
+    if input.ndim == 0:     # 0-d: selects as one element (the result is 1-D either way), and
+        input, mask = input.reshape(1), mask.reshape(1)     # the trace's shape rule needs a dim
     return index(input, mask)
 
 
 @method
 def nonzero(input, *, as_tuple=False):
+    graph_break("nonzero")
+    if input.ndim == 0:     # one element, at no index: (count, 0) indices; as_tuple, one dim
+        nz = input._data.reshape(1).nonzero()
+        if as_tuple:
+            return (Tensor._make(nz[0].astype(np.int64)),)
+        return Tensor._make(xp_of(input._data).zeros((len(nz[0]), 0), dtype=np.int64))
     nz = input._data.nonzero()
     if as_tuple:
         return tuple(Tensor._make(a.astype(np.int64)) for a in nz)

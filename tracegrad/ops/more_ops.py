@@ -14,6 +14,7 @@ import numpy as np
 from .. import dtypes
 from ..tensor import Tensor
 from .core import Primitive, bind, op_error
+from .data_dependent import graph_break
 from .declare import method
 from .elementwise import _as_float, abs, eq, exp, isinf, isnan, log1p, maximum, where
 from .index_ops import gather, index_select
@@ -292,11 +293,19 @@ def trace(input):
 atan2_p = Primitive(
     "atan2", lambda xp, a, b: xp.arctan2(_as_float(a), _as_float(b)), args=("self", "other"),
     dtype=float_promote, shape=broadcast,
-    vjp=(lambda g, a, b, out: g * b / (a * a + b * b),
-         lambda g, a, b, out: -g * a / (a * a + b * b)),
+    vjp=(lambda g, a, b, out: g * b * _atan2_recip(a, b),
+         lambda g, a, b, out: -g * a * _atan2_recip(a, b)),
     saves=("self", "other"), np="np.arctan2({self}, {other})",
     np_out="np.arctan2({self}, {other}, out={out})", c="atan2({self}, {other})",
     kind="elementwise")
+
+
+def _atan2_recip(a, b):
+    """1 / (a^2 + b^2), and 0 at (0, 0) as PyTorch's atan2_backward masks it (atan2 has no
+    derivative there); the inner where keeps the masked 1/0 out of the second derivative."""
+    denom = a * a + b * b
+    zero = eq(denom, 0)
+    return where(zero, 0.0, 1 / where(zero, 1.0, denom))
 
 
 @method
@@ -356,8 +365,10 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
     if dim is None:
         input, dim = reshape(input, (-1,)), 0
     d = norm_dim(dim, input.ndim)
+    if isinstance(repeats, Tensor):     # the output's size depends on the counts' values
+        graph_break("repeat_interleave")
     if isinstance(repeats, Tensor) and repeats.numel() != 1:
-        counts = repeats.tolist()         # the output's size depends on them (a guard)
+        counts = repeats.tolist()
         if len(counts) != input.shape[d]:
             raise op_error("repeat_interleave", "repeats must have the same size as input along "
                                                 "dim")

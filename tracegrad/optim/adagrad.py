@@ -16,7 +16,7 @@ Sparse gradients are not supported (tracegrad has no sparse tensors).
 """
 from .. import creation, dtypes
 from ..ops import sqrt
-from .optimizer import Optimizer, _no_grad_step
+from .optimizer import Optimizer, _no_grad_step, scalar
 
 
 class Adagrad(Optimizer):
@@ -46,14 +46,14 @@ class Adagrad(Optimizer):
     @_no_grad_step
     def step(self, closure=None):
         loss = self._closure_loss(closure)
-        for group in self.param_groups:
+        for group in self._groups():
             lr, lr_decay, eps = group["lr"], group["lr_decay"], group["eps"]
             weight_decay = group["weight_decay"]
             for p, grad in self._grads(group):
                 state = self.state[p]
                 state_sum = state["sum"]
                 state["step"].add_(1)
-                step = state["step"].item()
+                step = scalar(state["step"])
                 if weight_decay != 0:
                     grad = grad.add(p, alpha=weight_decay)
                 clr = lr / (1 + (step - 1) * lr_decay)

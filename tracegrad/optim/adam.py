@@ -15,7 +15,7 @@ The bias corrections are computed in Python floats from ``state["step"]``, a
 float32 scalar tensor as in PyTorch's state dicts.
 """
 from ..ops import maximum, sqrt
-from .optimizer import Optimizer, _no_grad_step, check_args
+from .optimizer import Optimizer, _no_grad_step, check_args, scalar
 
 
 class Adam(Optimizer):
@@ -36,7 +36,7 @@ class Adam(Optimizer):
     @_no_grad_step
     def step(self, closure=None):
         loss = self._closure_loss(closure)
-        for group in self.param_groups:
+        for group in self._groups():
             lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
             beta1, beta2 = group["betas"]
             amsgrad = group["amsgrad"]
@@ -51,7 +51,7 @@ class Adam(Optimizer):
                         grad = grad.add(p, alpha=weight_decay)
                 exp_avg.add_((grad - exp_avg) * (1 - beta1))           # lerp_(grad, 1 - beta1)
                 exp_avg_sq.mul_(beta2).add_(grad * (1 - beta2) * grad)  # addcmul_, same order
-                step = state["step"].item()
+                step = scalar(state["step"])
                 bias_correction1 = 1 - beta1 ** step
                 bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
                 step_size = lr / bias_correction1

@@ -12,7 +12,7 @@ The bias correction is computed in Python floats from ``state["step"]``, a
 float32 scalar tensor as in PyTorch's state dicts.
 """
 from ..ops import maximum
-from .optimizer import Optimizer, _no_grad_step, check_args
+from .optimizer import Optimizer, _no_grad_step, check_args, scalar
 
 
 class Adamax(Optimizer):
@@ -30,7 +30,7 @@ class Adamax(Optimizer):
     @_no_grad_step
     def step(self, closure=None):
         loss = self._closure_loss(closure)
-        for group in self.param_groups:
+        for group in self._groups():
             lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
             beta1, beta2 = group["betas"]
             for p, grad in self._grads(group):
@@ -41,6 +41,6 @@ class Adamax(Optimizer):
                     grad = grad.add(p, alpha=weight_decay)
                 exp_avg.add_((grad - exp_avg) * (1 - beta1))           # lerp_(grad, 1 - beta1)
                 exp_inf.copy_(maximum(exp_inf.mul_(beta2), grad.abs().add_(eps)))
-                clr = lr / (1 - beta1 ** state["step"].item())
+                clr = lr / (1 - beta1 ** scalar(state["step"]))
                 p.add_(exp_avg * -clr / exp_inf)                        # addcdiv_
         return loss

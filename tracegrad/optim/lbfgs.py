@@ -15,7 +15,7 @@ float32 runs round as PyTorch's. The state lives under the first parameter,
 with PyTorch's keys: ``func_evals``, ``n_iter``, ``d``, ``t``, ``old_dirs``,
 ``old_stps``, ``ro``, ``H_diag``, ``prev_flat_grad``, ``prev_loss``, ``al``.
 """
-from .. import creation
+from .. import _hooks, creation
 from ..autograd.grad_mode import enable_grad
 from ..ops import cat
 from ..tensor import Tensor
@@ -197,6 +197,10 @@ class LBFGS(Optimizer):
         if len(self.param_groups) != 1:
             raise AssertionError(f"Expected exactly one param_group, but got "
                                  f"{len(self.param_groups)}")
+        if _hooks.tracer is not None:   # its iterations branch on losses and keep Python state
+            _hooks.tracer.abandon("calls LBFGS.step, whose iterations branch on the loss and "
+                                  "keep Python state (compile the model or the closure's "
+                                  "forward instead)")
 
         def closure_with_grad():
             with enable_grad():

@@ -18,7 +18,7 @@ dicts; ``mu_product`` is multiplied in float32, as PyTorch does, and read back
 as a Python float for the step sizes.
 """
 from ..ops import sqrt
-from .optimizer import Optimizer, _no_grad_step, check_args
+from .optimizer import Optimizer, _no_grad_step, check_args, scalar
 
 
 class NAdam(Optimizer):
@@ -40,7 +40,7 @@ class NAdam(Optimizer):
     @_no_grad_step
     def step(self, closure=None):
         loss = self._closure_loss(closure)
-        for group in self.param_groups:
+        for group in self._groups():
             lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
             beta1, beta2 = group["betas"]
             momentum_decay = group["momentum_decay"]
@@ -49,7 +49,7 @@ class NAdam(Optimizer):
                 exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
                 mu_product = state["mu_product"]
                 state["step"].add_(1)
-                step = state["step"].item()
+                step = scalar(state["step"])
                 bias_correction2 = 1 - beta2 ** step
                 if weight_decay != 0:
                     if group["decoupled_weight_decay"]:
@@ -62,7 +62,7 @@ class NAdam(Optimizer):
                 exp_avg.add_((grad - exp_avg) * (1 - beta1))           # lerp_(grad, 1 - beta1)
                 exp_avg_sq.mul_(beta2).add_(grad * (1 - beta2) * grad)  # addcmul_, same order
                 denom = sqrt(exp_avg_sq / bias_correction2).add_(eps)
-                mu_product_value = mu_product.item()
+                mu_product_value = scalar(mu_product)
                 mu_product_next = mu_product_value * mu_next
                 p.add_(grad * (-lr * (1.0 - mu) / (1.0 - mu_product_value)) / denom)  # addcdiv_
                 p.add_(exp_avg * ((-lr * mu_next) / (1.0 - mu_product_next)) / denom)

@@ -12,7 +12,7 @@ from collections import defaultdict
 from copy import deepcopy
 from itertools import chain
 
-from .. import creation, dtypes
+from .. import _hooks, creation, dtypes
 from ..autograd.grad_mode import no_grad
 from ..nn.module import zero_grads
 from ..tensor import Tensor
@@ -41,6 +41,57 @@ def check_args(lr=0.0, eps=0.0, betas=(0.0, 0.0), weight_decay=0.0):
             raise ValueError(f"Invalid beta parameter at index {i}: {beta}")
     if not 0.0 <= weight_decay:
         raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+
+
+def scalar(t):
+    """The number a 0-d state tensor holds (a step count): a Python float, or, inside
+    ``tracegrad.compile``, the tensor in float64, so that the variant reads it at every call
+    instead of baking this call's value (the arithmetic on it is the same float64's)."""
+    return t.item() if _hooks.tracer is None else t.double()
+
+
+# the options schedulers change (OneCycleLR and CyclicLR cycle the momentum and betas too)
+RUNTIME = frozenset({"lr", "momentum", "betas"})
+
+
+def _number(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+class _TracedGroup:
+    """A parameter group read inside a trace: the options in ``RUNTIME`` (numbers) are 0-d
+    float64 tensors read afresh at every call; every other option is baked, with a check
+    that it still holds."""
+
+    def __init__(self, tracer, index, group):
+        self._tracer, self._index, self._group, self._read = tracer, index, group, {}
+
+    def __getitem__(self, key):
+        if key in self._read:
+            return self._read[key]
+        group, value = self._group, self._group[key]
+        name = key if self._index == 0 else f"{key}_{self._index}"
+        if key in RUNTIME and _number(value):
+            value = self._tracer.scalar_input(lambda: group[key], name)
+        elif key in RUNTIME and isinstance(value, tuple) and all(map(_number, value)):
+            value = tuple(self._tracer.scalar_input(lambda i=i: group[key][i], f"{name}{i}")
+                          for i in range(len(value)))
+        elif key == "params":       # where the variant finds each parameter again
+            for k, p in enumerate(value):
+                self._tracer.hints.setdefault(id(p), (
+                    f"optimizer.param_groups[{self._index}]['params'][{k}]",
+                    lambda group=group, k=k: group["params"][k]))
+        else:
+            value = self._tracer.baked(f"optimizer.param_groups[{self._index}][{key!r}]",
+                                       group, key)
+        self._read[key] = value
+        return value
+
+    def get(self, key, default=None):
+        return self[key] if key in self._group else default
+
+    def __contains__(self, key):
+        return key in self._group
 
 
 def _no_grad_step(step):
@@ -115,17 +166,42 @@ class Optimizer:
     def step(self, closure=None):
         raise NotImplementedError
 
+    def _groups(self):
+        """The parameter groups as a step reads them. Inside ``tracegrad.compile`` each is a
+        view (``_TracedGroup``): the learning rate is read afresh at every call, so that a
+        scheduler's changes reach a compiled step, and the other options are checked."""
+        tracer = _hooks.tracer
+        if tracer is not None and tracer.after:     # a scheduler stepped earlier in the call
+            tracer.abandon("steps its optimizer after its scheduler in one call")
+        if _hooks.tracer is None:
+            return self.param_groups
+        return [_TracedGroup(tracer, i, g) for i, g in enumerate(self.param_groups)]
+
+    def _first_step(self):
+        """A step about to make state: inside ``tracegrad.compile``, the rest of this call
+        runs eagerly (the state is made once, as eager makes it) and the next call traces."""
+        tracer = _hooks.tracer
+        if tracer is not None:
+            tracer.abandon(f"{type(self).__name__} made its state (its first step)",
+                           for_good=False)
+
     def _lazy_state(self, p, *buffers, **scalars):
         """The state of ``p``, made at its first step: ``step`` (a float32 scalar tensor, as
         in PyTorch's state dicts), then ``scalars`` (float32 scalar tensors), then each of
         ``buffers`` as zeros like ``p``, in PyTorch's order."""
         state = self.state[p]
         if not state:
+            self._first_step()
             state["step"] = creation.tensor(0.0, dtype=dtypes.float32)
             for name, value in scalars.items():
                 state[name] = creation.tensor(value, dtype=dtypes.float32)
             for name in buffers:
                 state[name] = creation.zeros_like(p)
+        tracer = _hooks.tracer
+        if tracer is not None:      # where the variant finds each state tensor again
+            for name, t in state.items():
+                tracer.hints[id(t)] = (f"optimizer.state[...][{name!r}]",
+                                       lambda state=state, name=name: state.get(name))
         return state
 
     @staticmethod

@@ -18,7 +18,7 @@ step is plain bias-corrected momentum SGD. The scalars are Python floats from
 ``state["step"]``, a float32 scalar tensor as in PyTorch's state dicts.
 """
 from ..ops import sqrt
-from .optimizer import Optimizer, _no_grad_step, check_args
+from .optimizer import Optimizer, _no_grad_step, check_args, scalar
 
 
 class RAdam(Optimizer):
@@ -38,14 +38,14 @@ class RAdam(Optimizer):
     @_no_grad_step
     def step(self, closure=None):
         loss = self._closure_loss(closure)
-        for group in self.param_groups:
+        for group in self._groups():
             lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
             beta1, beta2 = group["betas"]
             for p, grad in self._grads(group):
                 state = self._state_for(p)
                 exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
                 state["step"].add_(1)
-                step = state["step"].item()
+                step = scalar(state["step"])
                 if weight_decay != 0:
                     if group["decoupled_weight_decay"]:
                         p.mul_(1 - lr * weight_decay)

@@ -43,7 +43,7 @@ class RMSprop(Optimizer):
     @_no_grad_step
     def step(self, closure=None):
         loss = self._closure_loss(closure)
-        for group in self.param_groups:
+        for group in self._groups():
             lr, alpha, eps = group["lr"], group["alpha"], group["eps"]
             weight_decay, momentum = group["weight_decay"], group["momentum"]
             for p, grad in self._grads(group):

@@ -30,7 +30,7 @@ class SGD(Optimizer):
     @_no_grad_step
     def step(self, closure=None):
         loss = self._closure_loss(closure)
-        for group in self.param_groups:
+        for group in self._groups():
             lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
             weight_decay, nesterov = group["weight_decay"], group["nesterov"]
             for p, grad in self._grads(group):
@@ -40,6 +40,7 @@ class SGD(Optimizer):
                     state = self.state[p]
                     buf = state.get("momentum_buffer")
                     if buf is None:
+                        self._first_step()
                         buf = state["momentum_buffer"] = grad.detach().clone()
                     else:
                         buf.mul_(momentum).add_(grad, alpha=1 - dampening)

@@ -9,7 +9,10 @@ and later ops of the pass may read it; one that reduces axis 0 spans every
 row, so what reads it runs once the pass is over (``after``: the epilogue).
 Inputs from outside only need to broadcast to the domain. ``can_fuse`` is the
 one predicate; a node joins the group of one of its producers, and joining
-builds a new group.
+builds a new group. Joining or merging must not make a cycle (a group that
+needs, through nodes outside it, what it computes): the groups being built and
+the nodes between them are kept as a ``reach.UnitGraph``, which answers that
+without walking the program's history, so the pass costs time linear in it.
 
 Before::                                  After::
 
@@ -29,6 +32,7 @@ import math
 import numpy as np
 
 from ..ir import Graph, Group
+from .reach import UnitGraph
 
 class Draft:
     """A group being built: loop and after nodes, the domain, and what each value is
@@ -67,10 +71,6 @@ class Draft:
             return None
         return Draft(order(self.loop + other.loop), order(self.after + other.after),
                      domain, {**self.kinds, **other.kinds}, self.reduces or other.reduces)
-
-    def reads(self):
-        """Values the draft's nodes read from outside it."""
-        return {v for n in self.loop + self.after for v in n.values() if v not in self.kinds}
 
 
 def fusable(node):
@@ -117,28 +117,21 @@ def can_fuse(draft, node):
     return "loop"
 
 
-def fuse(graph):
+def fuse(graph, stats=None):
+    """``stats`` (a dict), when given, gets ``"visits"``: the units the cycle checks walked."""
     producer = graph.producers()
     position = {n: i for i, n in enumerate(graph.nodes)}
     drafts, owner, ids = {}, {}, itertools.count()     # id -> Draft; node -> id
+    units = UnitGraph()         # who depends on whom, to rule out cycles without a full walk
+
+    def unit(v):
+        p = producer.get(v)
+        return None if p is None else owner.get(p, p)
 
     def needs(values, gids):
         """Whether any of ``values`` depends on a group in ``gids`` through nodes outside
         them (a group counts as one unit: all its members' inputs come first)."""
-        stack, seen = list(values), set()
-        while stack:
-            p = producer.get(stack.pop())
-            if p is None:
-                continue
-            gid = owner.get(p)
-            if gid in gids:
-                return True
-            unit = ("g", gid) if gid is not None else p
-            if unit not in seen:
-                seen.add(unit)
-                d = drafts[gid] if gid is not None else None
-                stack.extend(v for m in (d.loop + d.after if d else (p,)) for v in m.values())
-        return False
+        return units.depends({u for u in map(unit, values) if u is not None}, gids)
 
     for n in graph.nodes:
         reads = n.values()
@@ -152,29 +145,37 @@ def fuse(graph):
             if place and not needs([v for v in reads if v not in draft.kinds], {gid}):
                 drafts[gid], chosen = draft.join(n, place), gid
                 owner[n] = gid
+                want = "local" if place == "loop" else "across"
+                # the units that, of the group's members, only n reads
+                only_n = units.extend(gid, {u for u in map(unit, reads) if u is not None})
                 break
         for gid in candidates:      # n also reads another group over its domain: merge
             if chosen is None or gid == chosen:
                 continue
             one, other = drafts[chosen], drafts[gid]
-            merged = one.merge(other, position)
-            if merged is None:
+            # not when one reads the other (beyond n reading it) or through nodes outside
+            # both, or n's reads of it do not line up as n's place needs
+            if chosen in units.preds[gid] or gid not in only_n \
+                    or any(other.kinds[v] != want for v in reads if v in other.kinds):
                 continue
-            want = "local" if n in merged.loop else "across"
-            if other.reads() & set(one.kinds) or {v for m in one.loop + one.after if m is not n
-                                                  for v in m.values()} & set(other.kinds) \
-                    or any(merged.kinds[v] != want for v in reads if v in other.kinds) \
-                    or needs(merged.reads(), {gid, chosen}):
-                continue        # one reads the other, or through nodes outside both
+            merged = one.merge(other, position)
+            if merged is None or units.depends(
+                    (units.preds[chosen] | units.preds[gid]) - {chosen, gid}, {gid, chosen}):
+                continue
             drafts[chosen] = merged
             del drafts[gid]
-            for node, i in owner.items():
-                if i == gid:
-                    owner[node] = chosen
-        if chosen is None and fusable(n):
-            chosen = next(ids)
-            drafts[chosen] = start(n)
-            owner[n] = chosen
+            for node in other.loop + other.after:
+                owner[node] = chosen
+            only_n -= units.preds[gid]
+            units.merge(chosen, gid)
+        if chosen is None:
+            if fusable(n):
+                chosen = next(ids)
+                drafts[chosen] = start(n)
+                owner[n] = chosen
+            units.add(owner.get(n, n), {u for u in map(unit, reads) if u is not None})
+    if stats is not None:
+        stats["visits"] = stats.get("visits", 0) + units.visits
     return _assemble(graph, drafts, owner, producer)
 
 
@@ -205,11 +206,12 @@ def _assemble(graph, drafts, owner, producer):
     heapq.heapify(ready)
     nodes, groups = [], []
     outputs = set(graph.outputs)
+    readers = graph.users()
     while ready:
         _, u = heapq.heappop(ready)
         if u[0] == "g":
             d = drafts[u[1]]
-            groups.append(_group(d, graph, outputs))
+            groups.append(_group(d, readers, outputs))
             nodes.extend(d.loop + d.after)
         else:
             nodes.extend(members[u])
@@ -220,12 +222,14 @@ def _assemble(graph, drafts, owner, producer):
     return Graph(graph.inputs, nodes, graph.outputs, groups)
 
 
-def _group(draft, graph, graph_outputs):
+def _group(draft, readers, graph_outputs):
+    """``readers``: value -> the nodes that read it (``Graph.users``)."""
     body = draft.loop + draft.after
     inside = {n.out for n in body}
     inputs = list(dict.fromkeys(v for n in body for v in n.values() if v not in inside))
-    read_after = {v for n in graph.nodes if n not in body for v in n.values()}
-    outputs = [n.out for n in body if n.out in read_after or n.out in graph_outputs]
+    members = set(body)
+    outputs = [n.out for n in body if n.out in graph_outputs
+               or any(r not in members for r in readers.get(n.out, ()))]
     kind = "reduction" if any(n.prim.kind == "reduction" for n in body) else "elementwise"
     return Group(draft.loop, draft.after, inputs, outputs, draft.domain, kind)
 
@@ -254,6 +258,10 @@ def _local(shape, domain):
 
 def _fits(shape, domain):
     """Whether ``shape`` broadcasts to ``domain``."""
+    if all(type(d) is int for d in shape) and all(type(d) is int for d in domain):
+        # NumPy's rule, without the cost of a call into it for every candidate
+        return len(shape) <= len(domain) and all(
+            s == d or s == 1 for s, d in zip(reversed(shape), reversed(domain)))
     try:
         return np.broadcast_shapes(shape, domain) == tuple(domain)
     except ValueError:

@@ -61,12 +61,12 @@ def memplan(graph):
                 end[r] = max(end.get(r, -1), unit_of[n])
     for v in graph.outputs:
         escapes.update(roots.get(v, (v,)))
-    slots, slot_of, free, busy = {}, {}, {}, []     # busy: (last unit, key, name)
+    # busy: last unit -> [(key, name)] in the order taken; a slot is free from the unit
+    # after its value's last use (a value lives at least through the unit that writes it)
+    slots, slot_of, free, busy = {}, {}, {}, {}
     for u, g in enumerate(units):
-        for last, key, name in list(busy):
-            if last < u:
-                busy.remove((last, key, name))
-                free.setdefault(key, []).append(name)
+        for key, name in busy.pop(u - 1, ()):
+            free.setdefault(key, []).append(name)
         if g is None:
             continue
         for v in written(g):
@@ -76,6 +76,6 @@ def memplan(graph):
             name = free.get(key, []).pop() if free.get(key) else f"slot{len(slots)}"
             slots.setdefault(name, key)
             slot_of[v] = name
-            busy.append((end[v], key, name))
+            busy.setdefault(end[v], []).append((key, name))
     return Graph(graph.inputs, graph.nodes, graph.outputs, graph.groups,
                  Plan(slots, slot_of))

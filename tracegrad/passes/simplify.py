@@ -350,7 +350,7 @@ def _fold(n, defs):
     """A constant node for ``n`` when all its inputs are small constants."""
     if n.op in ("constant", "random", "size") or n.out.aval.dtype is None:
         return None
-    if symbols_in(n.inputs) or symbols_in(n.params):    # it depends on the call's sizes
+    if not any(type(v) is Value for v in n.inputs):
         return None
     arrays = []
     for v in n.inputs:
@@ -361,7 +361,7 @@ def _fold(n, defs):
         if d is None or d.op != "constant" or d.params["value"].array.size > FOLD_LIMIT:
             return None
         arrays.append(d.params["value"].array)
-    if not any(type(v) is Value for v in n.inputs):
+    if symbols_in(n.inputs) or symbols_in(n.params):    # it depends on the call's sizes
         return None
     from ..ops.core import Tensor, apply_plain
     with np.errstate(all="ignore"):

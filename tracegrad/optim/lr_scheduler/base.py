@@ -3,6 +3,7 @@ import warnings
 from functools import wraps
 from weakref import ref
 
+from ... import _hooks
 from ...tensor import Tensor
 from ..optimizer import Optimizer
 
@@ -49,6 +50,23 @@ def _warn_get_lr_called_within_step(scheduler):
         warnings.warn("To get the last learning rate computed by the scheduler, please use "
                       "`get_last_lr()`.", UserWarning, stacklevel=3)
 
+
+
+def replayed(step):
+    """A scheduler's ``step`` inside ``tracegrad.compile``: it changes Python state only (the
+    learning rates), which a graph cannot hold, so the variant makes the same call after each
+    of its runs. One given a tensor (a loss to watch) makes the call run eagerly."""
+    @wraps(step)
+    def wrapper(self, *args, **kwargs):
+        tracer = _hooks.tracer
+        if tracer is None:
+            return step(self, *args, **kwargs)
+        if any(isinstance(a, Tensor) for a in (*args, *kwargs.values())):
+            tracer.abandon(f"calls {type(self).__name__}.step with a tensor's value")
+            return step(self, *args, **kwargs)
+        tracer.replay_after(f"{type(self).__name__}.step()",
+                            lambda: step(self, *args, **kwargs))
+    return wrapper
 
 class _Flag:
     """Set ``obj.<name>`` to True for the duration of a ``with`` block."""
@@ -128,6 +146,7 @@ class LRScheduler:
         """The next lr for each group; called by ``step``, use ``get_last_lr`` to inspect."""
         raise NotImplementedError
 
+    @replayed
     def step(self, epoch=None):
         """Advance one epoch (or jump to ``epoch``, deprecated); call after ``optimizer.step``."""
         if self._step_count == 1:       # the user's first step: was the optimizer stepped?

@@ -4,7 +4,7 @@ from bisect import bisect_right
 
 from ..optimizer import Optimizer
 from .base import (
-    LRScheduler, _Flag, _format_param, _set_group_value, _warn_get_lr_called_within_step,
+    _Flag, _format_param, LRScheduler, replayed, _set_group_value, _warn_get_lr_called_within_step,
 )
 from .plateau import ReduceLROnPlateau
 
@@ -36,6 +36,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
                 * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
                 for base_lr in self.base_lrs]
 
+    @replayed
     def step(self, epoch=None):
         if epoch is None and self.last_epoch < 0:
             epoch = 0
@@ -226,6 +227,7 @@ class SequentialLR(LRScheduler):
         elif hasattr(scheds, "last_epoch"):
             scheds.last_epoch -= 1
 
+    @replayed
     def step(self):
         self.last_epoch += 1
         idx = bisect_right(self._milestones, self.last_epoch)

@@ -4,7 +4,7 @@ import warnings
 
 from ..optimizer import Optimizer
 from .base import (
-    EPOCH_DEPRECATION_WARNING, LRScheduler, _group_values, _set_group_value,
+    EPOCH_DEPRECATION_WARNING, _group_values, LRScheduler, replayed, _set_group_value,
 )
 
 
@@ -46,6 +46,7 @@ class ReduceLROnPlateau(LRScheduler):
         self.cooldown_counter = 0
         self.num_bad_epochs = 0
 
+    @replayed
     def step(self, metrics, epoch=None):
         current = float(metrics)
         if epoch is None:
