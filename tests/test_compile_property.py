@@ -948,3 +948,42 @@ def test_random_programs_with_special_values_and_empty_inputs(prog, backend):
                     _same_special(x, y, f"call {call}: {kind} {n}", signs=kind == "output")
     assert compiled.stats["compiles"] == 1 and compiled.stats["fallbacks"] == 0, compiled.stats
     event("zero-size" if any(0 in s for s in prog.in_shapes) else "sized")
+
+
+# several dynamic dims, changing one at a time ---------------------------------------------------
+
+def _resized_apart(prog, grow_a, grow_b):
+    """The program's inputs with ``a`` grown by ``grow_a`` and ``b`` by ``grow_b``, each
+    where a dim reads as it unambiguously; None when a and b cannot be told apart."""
+    a, b = prog.sizes
+    if a == b or min(a, b) <= 2:
+        return None
+    new = {a: a + grow_a, b: b + grow_b}
+    shapes = [tuple(new.get(d, d) for d in s) for s in prog.in_shapes]
+    rng = np.random.default_rng(prog.seed + 11 * grow_a + grow_b)
+    return [rng.uniform(-2, 2, s) for s in shapes]
+
+
+@settings(max_examples=MAX_EXAMPLES // 6, deadline=None, database=None,
+          derandomize=not os.environ.get("TRACEGRAD_PROPERTY_RANDOM"),
+          suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                 HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(prog=programs(), dynamic=st.sampled_from([None, True]))
+def test_random_programs_with_two_dynamic_sizes_changing_apart(prog, dynamic, backend):
+    """``a`` and ``b`` (dims of one input or of several) change one at a time, then together:
+    every call gives eager's results and the function never falls back to eager."""
+    fn = prog.function()
+    compiled = tg.compile(fn, dynamic=dynamic)
+    for grow in [(0, 0), (2, 0), (2, 3), (5, 1), (1, 4)]:
+        arrays = _resized_apart(prog, *grow)
+        assume(arrays is not None)
+        PROBE.start()
+        try:
+            want = _run(fn, arrays, prog.requires_grad)
+        except (RuntimeError, ValueError, IndexError):
+            assume(False)       # not a program of these sizes (a reshape to fixed sizes)
+        finally:
+            PROBE.stop()
+        assume(not PROBE.near_kink)
+        _assert_like_eager(_run(compiled, arrays, prog.requires_grad), want, f"sizes {grow}: ")
+    assert compiled.stats["fallbacks"] == 0, compiled.explain()
