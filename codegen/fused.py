@@ -126,7 +126,11 @@ def emit_kernel(em, kernel, namer, site_comment):
         chunks = None       # no array passed in rows to read their number from
 
     def shape_in(name, shape):     # the shape a kernel sees: ``step`` rows in place of all
-        return (chunks[0],) + tuple(shape[1:]) if chunks and name in rows else tuple(shape)
+        # (a value over fewer dims or one row, as a learning rate cast, stays as it is)
+        if not (chunks and name in rows and len(shape) == len(group.domain)
+                and shape[0] == group.domain[0]):
+            return tuple(shape)
+        return (chunks[0],) + tuple(shape[1:])
     last = {}
     for i, op in enumerate(loop):
         for a in op.operands():

@@ -1,6 +1,7 @@
 """The benchmark suite's definitions: data as specified, NumPy references that agree with
 tracegrad's autograd, and a smoke run of benchmarks/suite.py (no timing asserts)."""
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -116,3 +117,30 @@ def test_gpu_benchmark_quick_prints_a_row_per_system():
     for system in ("tracegrad compiled", "tracegrad eager", "CuPy by hand"):
         row = next((r for r in rows if system in r), None)
         assert row is not None and "failed" not in row and "not timed" not in row, proc.stdout
+
+
+def test_model_zoo_quick_prints_a_row_per_system():
+    """benchmarks/models.py --quick --check: the small GPT at a small size, its whole-step
+    training checked against eager, then one short round; the PyTorch column only where
+    PyTorch is installed."""
+    import importlib.util
+    systems = ["tracegrad eager", "tracegrad whole-step"]
+    if importlib.util.find_spec("torch") is not None:
+        systems.insert(0, "PyTorch eager")
+    proc = subprocess.run([sys.executable, str(BENCH / "models.py"), "--quick", "--check",
+                           "--systems",
+                           ",".join(systems)],
+                          capture_output=True, text=True, timeout=120, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    header = next(ln for ln in lines if re.match(r"model {4,}", ln))
+    assert all(s in header for s in systems), proc.stdout
+    row = next(ln for ln in lines if ln.startswith("gpt_small "))
+    assert "failed" not in row, proc.stdout
+    medians = re.findall(r"(\d+\.\d+)(?: \((\d+\.\d+)x\))?", row)[:len(systems)]
+    assert len(medians) == len(systems) and all(float(m) > 0 for m, _ in medians), row
+    if "PyTorch eager" in systems:      # every median also as a ratio to PyTorch eager's
+        assert medians[0][1] == "1.00" and all(r for _, r in medians), row
+    assert "uptime at start" in proc.stdout and "uptime at end" in proc.stdout
+    check = next(ln for ln in lines if ln.startswith("check gpt_small"))
+    assert "MISMATCH" not in check and "ran eagerly" not in proc.stdout, proc.stdout

@@ -225,3 +225,26 @@ def test_an_lbfgs_step_compiled_runs_eagerly_and_matches():
         compiled, step = run(True)
     np.testing.assert_allclose(compiled, eager, rtol=RTOL, atol=ATOL)
     assert "now running eagerly" in step.explain()
+
+
+@pytest.mark.parametrize("opt_name", ["sgd_momentum_nesterov_wd", "adamw"])
+def test_a_parameter_large_enough_to_run_in_chunks_steps_as_eager(opt_name, backend):
+    # the NumPy tier runs a big group in chunks of rows; the learning rate (a 0-d input of
+    # the variant) and values made from it must keep their shape inside each chunk
+    def run(compiled):
+        tg.manual_seed(0)
+        w = tg.nn.Parameter(tg.randn(2048, 256))
+        x = tg.randn(2048, 256)
+        opt = OPTIMIZERS[opt_name]([w])
+
+        def step(x):
+            opt.zero_grad()
+            loss = (w * x).tanh().mean()
+            loss.backward()
+            opt.step()
+            return loss.detach()
+        f = tg.compile(step) if compiled else step
+        return [f(x).item() for _ in range(4)], w.detach().clone()
+    (e_loss, e_w), (c_loss, c_w) = run(False), run(True)
+    np.testing.assert_allclose(c_loss, e_loss, rtol=RTOL, atol=ATOL)
+    _same(c_w, e_w)
