@@ -286,26 +286,8 @@ def _resnet_program(torch, models, cfg, compile_module):
 # LeNet (PyTorch's "Neural Networks" tutorial) ----------------------------------------------
 
 def _lenet_build(torch, cfg):
-    nn, F = torch.nn, torch.nn.functional
-
-    class Net(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.conv1 = nn.Conv2d(1, 6, 5)
-            self.conv2 = nn.Conv2d(6, 16, 5)
-            self.fc1 = nn.Linear(16 * 5 * 5, 120)
-            self.fc2 = nn.Linear(120, 84)
-            self.fc3 = nn.Linear(84, 10)
-
-        def forward(self, x):
-            x = F.max_pool2d(F.relu(self.conv1(x)), (2, 2))
-            x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-            x = torch.flatten(x, 1)
-            x = F.relu(self.fc1(x))
-            x = F.relu(self.fc2(x))
-            return self.fc3(x)
-
-    return {"model": Net()}
+    from convnet import _lenet      # PyTorch's tutorial LeNet, written once (convnet.py)
+    return {"model": _lenet(torch)}
 
 
 def _lenet_batches(cfg, n):

@@ -7,7 +7,6 @@ import os
 import threading
 import types
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st

@@ -17,21 +17,12 @@ import time
 
 import pytest
 
-import tracegrad.distributed as dist
+from test_distributed import _mpi_ready     # the same reason to skip as the other tests
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TIMEOUT = 4          # the process group's timeout in these jobs, seconds
 HANG = 90            # the subprocess timeout: reaching it means the job hung
 LATE = TIMEOUT + 20  # a job that fails by a timeout ends before this (start-up included)
-
-
-def _mpi_ready():
-    if not dist.is_available():
-        return 'mpi4py is not installed (pip install "tracegrad[distributed]")'
-    from tracegrad.distributed.run import find_mpiexec
-    if find_mpiexec() is None:
-        return "no mpiexec found (pip install mpich)"
-    return None
 
 
 pytestmark = pytest.mark.skipif(_mpi_ready() is not None, reason=str(_mpi_ready()))
