@@ -70,6 +70,7 @@ OPS_ALL = """
     sigmoid sign silu sin softmax softplus split sqrt square squeeze stack std std_mean sub
     subtract sum swapaxes swapdims t take_along_dim tanh transpose true_divide trunc unbind
     unflatten unique unsqueeze var var_mean view view_as where
+    index_fill scatter tril_indices triu_indices
 """.split()
 
 

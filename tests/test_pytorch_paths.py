@@ -74,26 +74,15 @@ from torch.utils.hooks import RemovableHandle
 import torch.linalg
 import torch.onnx
 import torch.cuda
+from torch.nn.utils.rnn import pad_sequence, pack_padded_sequence
+import torch.multiprocessing as mp
+from torch.amp import autocast, GradScaler
+from torch.nn.attention import SDPBackend, sdpa_kernel
 """.strip().splitlines()
-
-# Common imports whose modules are not part of tracegrad yet.
-NOT_YET = [
-    "from torch.nn.utils.rnn import pad_sequence, pack_padded_sequence",
-    "import torch.multiprocessing as mp",
-    "from torch.amp import autocast, GradScaler",
-    "from torch.nn.attention import SDPBackend, sdpa_kernel",
-]
 
 
 @pytest.mark.parametrize("line", IMPORTS)
 def test_pytorch_import_lines_succeed(line):
-    exec(line.replace("torch", "tracegrad"), {})
-
-
-@pytest.mark.parametrize("line", NOT_YET)
-@pytest.mark.xfail(reason="module not provided by tracegrad yet", raises=ImportError,
-                   strict=False)
-def test_pytorch_import_lines_not_yet_provided(line):
     exec(line.replace("torch", "tracegrad"), {})
 
 

@@ -24,6 +24,8 @@ from .creation import (
 )
 from ._tensor_str import set_printoptions
 from . import autograd, compiler, cuda, utils
+from . import amp, multiprocessing
+from .amp import autocast
 from . import accelerator, backends
 from .backends import get_float32_matmul_precision, set_float32_matmul_precision
 from .symbolic import mark_dynamic, mark_static

@@ -15,6 +15,7 @@ counted at each allocation.
 """
 import contextlib
 
+from . import dtypes
 from .device import as_device, cupy, device_count, is_available, loaded_cupy
 
 __all__ = ["is_available", "device_count", "current_device", "set_device", "device",
@@ -297,3 +298,36 @@ def stream(s):
         return
     with s:
         yield
+
+
+def is_bf16_supported(including_emulation=True):
+    """False: tracegrad has no bfloat16 dtype, on a GPU or off one."""
+    return False
+
+
+def _amp_module():
+    """``tracegrad.cuda.amp``: PyTorch's older spelling of ``tracegrad.amp`` for cuda
+    (``GradScaler`` defaults to "cuda"; ``autocast(enabled, dtype, cache_enabled)``)."""
+    import sys
+    import types
+
+    from . import amp as _amp
+
+    class autocast(_amp.autocast):
+        def __init__(self, enabled=True, dtype=dtypes.float16, cache_enabled=True):
+            super().__init__("cuda", dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+
+    class GradScaler(_amp.GradScaler):
+        def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
+                     growth_interval=2000, enabled=True):
+            super().__init__("cuda", init_scale, growth_factor, backoff_factor,
+                             growth_interval, enabled)
+
+    module = types.ModuleType(__name__ + ".amp", _amp_module.__doc__)
+    module.autocast, module.GradScaler = autocast, GradScaler
+    module.__all__ = ["autocast", "GradScaler"]
+    sys.modules[module.__name__] = module
+    return module
+
+
+amp = _amp_module()

@@ -13,7 +13,11 @@ weights and a zero output, as PyTorch 2.x returns, instead of NaN.
 ``nn.MultiheadAttention``'s convention, the opposite of sdpa's: True = masked out.
 
 Everything is a composition of tracegrad ops, so it differentiates and compiles as is.
+``SDPBackend``/``sdpa_kernel`` are accepted for PyTorch code that picks a kernel; the
+composition is PyTorch's math kernel, so the choice changes nothing.
 """
+import contextlib
+import enum
 import math
 
 import tracegrad
@@ -266,3 +270,28 @@ class MultiheadAttention(Module):
         if not batched:
             weights = weights.squeeze(0)
         return out, weights
+
+
+class SDPBackend(enum.IntEnum):
+    """PyTorch's attention kernels, by their numbers. tracegrad has one: the composition
+    above, which is PyTorch's ``MATH`` backend."""
+    ERROR = -1
+    MATH = 0
+    FLASH_ATTENTION = 1
+    EFFICIENT_ATTENTION = 2
+    CUDNN_ATTENTION = 3
+    OVERRIDEABLE = 4
+
+
+@contextlib.contextmanager
+def sdpa_kernel(backends, set_priority=False):
+    """Choose the kernels ``scaled_dot_product_attention`` may use inside the block.
+
+    A no-op here: every call runs the math composition, whichever backends are named (the
+    values are still checked, so a typo fails as it does in PyTorch)."""
+    listed = list(backends) if isinstance(backends, (list, tuple, set)) else [backends]
+    for b in listed:
+        if not isinstance(b, SDPBackend):
+            raise TypeError(f"sdpa_kernel: expected backends to be SDPBackend or a list of "
+                            f"SDPBackend, got {type(b).__name__}")
+    yield

@@ -119,3 +119,26 @@ def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gener
         return tensor
     std = calculate_gain(nonlinearity, a) / math.sqrt(_calculate_correct_fan(tensor, mode))
     return normal_(tensor, 0.0, std, generator)
+
+
+def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """Fill with N(mean, std^2) truncated to [a, b] (``a``, ``b`` absolute bounds, as in
+    PyTorch).
+
+    PyTorch maps uniforms through the inverse error function, which tracegrad lacks; here
+    each place is redrawn from N(mean, std^2) until it lands in [a, b] (rejection gives the
+    same distribution). After 100 rounds the few left over (possible only when [a, b] lies
+    far in a tail) are clamped, as PyTorch clamps its result."""
+    from ..ops import where
+    if not a < b:
+        raise ValueError(f"trunc_normal_: expected a < b, got a={a}, b={b}")
+    z = creation.randn(tensor.shape, generator=generator, dtype=tensor.dtype,
+                       device=tensor.device) * std + mean
+    for _ in range(100):
+        bad = (z < a) | (z > b)
+        if not bool(bad.any()):
+            break
+        fresh = creation.randn(tensor.shape, generator=generator, dtype=tensor.dtype,
+                               device=tensor.device) * std + mean
+        z = where(bad, fresh, z)
+    return _fill_from(tensor, z.clamp(a, b))

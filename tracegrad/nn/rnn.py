@@ -157,6 +157,10 @@ class RNNBase(Module):
         return (d, hidden) if batch is None else (d, batch, hidden)
 
     def _check_input(self, input):
+        if isinstance(input, tuple) and hasattr(input, "batch_sizes"):     # a PackedSequence
+            raise NotImplementedError(f"{type(self).__name__} does not take a PackedSequence "
+                                      f"yet: pad it with nn.utils.rnn.pad_packed_sequence and "
+                                      f"pass the padded tensor")
         expected = (2, 3)
         if input.ndim not in expected:
             raise ValueError(f"{type(self).__name__}: Expected input to be 2D or 3D, got "

@@ -20,6 +20,7 @@ from .composite import (
 )
 from .core import PRIMITIVES, Aval, Primitive, bind, inplace, op_error, sum_to_shape
 from .data_dependent import argwhere, unique
+from .fill_scatter import index_fill, scatter, tril_indices, triu_indices
 from .elementwise import (
     absolute, add, clamp, clip, clone, convert, div, logical_and, logical_or, negative, pow,
     round, sub, where,
