@@ -189,6 +189,7 @@ def _executor():
 
 
 from ctypes import addressof as _addressof, c_char as _c_char  # noqa: E402 - the C tier's
+from weakref import ref as _weakref  # noqa: E402 - CKernel's remembered arguments
 
 # the C tier --------------------------------------------------------------------------------
 
@@ -196,36 +197,74 @@ class CKernel:
     """A kernel of the C tier, called as its NumPy tier is: ``kernel(inputs..., outputs...,
     ws)`` returns the partial results (arrays it allocates). Arrays that are not
     C-contiguous in the dtype the kernel was built for are made so first (a copy); the
-    kernel runs on ``get_num_threads()`` threads."""
+    kernel runs on ``get_num_threads()`` threads.
+
+    A compiled training step makes dozens of these calls on a few small arrays each, so the
+    call's own cost is on the step's critical path. Most arguments are the same arrays call
+    after call (workspace slots, parameters, optimizer state): their addresses are kept,
+    with a weak reference that tells the same array from a new one (a freed array's id is
+    reused), and an argument not seen last time goes through ``_pointer``, which checks,
+    copies where needed, and remembers it."""
 
     def __init__(self, fn, dtypes_, partials, n_inputs, symbols=()):
         import ctypes
         fn.restype = None
         fn.argtypes = [ctypes.c_void_p] * (len(dtypes_) + len(partials)) \
             + [ctypes.c_int64] * len(symbols) + [ctypes.c_int]
-        self.fn, self.dtypes, self.partials = fn, tuple(dtypes_), tuple(partials)
+        # NumPy's built-in dtypes are singletons, so ``a.dtype is dt`` is the fast test
+        self.fn, self.dtypes = fn, tuple(np.dtype(d) for d in dtypes_)
+        self.partials = tuple((shape, np.dtype(dt)) for shape, dt in partials)
         self.n_inputs = n_inputs
         self.symbols = tuple(symbols)   # a dynamic shape: its sizes, read from the workspace
+        # per argument, (weak reference, address) of the array it was at the last call
+        self._seen = [None] * len(self.dtypes)
 
     def __call__(self, *args):
-        keep, ptrs = [], []
-        for k, (a, dt) in enumerate(zip(args, self.dtypes)):    # the workspace is not used
-            if type(a) is not np.ndarray or a.dtype != dt or not a.flags.c_contiguous:
-                if k >= self.n_inputs:      # a copy of an output would lose the results
-                    raise TypeError(f"C kernel output {k - self.n_inputs} must be a "
-                                    f"C-contiguous {np.dtype(dt)} array")
-                a = np.ascontiguousarray(a, dtype=dt)
-                keep.append(a)
-            ptrs.append(_address(a))
+        keep = []       # copies made for the call: alive until the kernel has returned
+        ptrs, seen = [], self._seen
+        for k, (a, dt) in enumerate(zip(args, self.dtypes)):
+            last = seen[k]
+            # the array this argument was last time (a workspace slot, a parameter, optimizer
+            # state): its address is known. It cannot have moved: NumPy refuses to resize
+            # (reallocate) an array that has a weak reference
+            if last is not None and last[0]() is a and a.dtype is dt:
+                ptrs.append(last[1])
+            else:
+                ptrs.append(self._pointer(k, a, dt, keep))
         if self.symbols:
             sizes = args[-1].size_of        # the call's workspace knows the call's sizes
             parts = tuple(np.empty(substitute(shape, sizes), dt) for shape, dt in self.partials)
             self.fn(*ptrs, *[_address(p) for p in parts], *[sizes[s] for s in self.symbols],
                     get_num_threads())
             return parts
+        if not self.partials:
+            self.fn(*ptrs, get_num_threads())
+            return ()
         parts = tuple(np.empty(shape, dt) for shape, dt in self.partials)
         self.fn(*ptrs, *[_address(p) for p in parts], get_num_threads())
         return parts
+
+    def _pointer(self, k, a, dt, keep):
+        """The address of argument ``k``, made a C-contiguous array of the kernel's dtype
+        (a copy, appended to ``keep``) where it is not one (a NumPy scalar: an optimizer's
+        learning rate, a transposed weight); an output cannot be copied. A writable array
+        taken as it is is remembered (weakly: a temporary is freed as before) for the next
+        call."""
+        if type(a) is np.ndarray and a.dtype is dt:
+            try:    # from_buffer refuses a read-only or non-C-contiguous array
+                address = _addressof(_c_char.from_buffer(a))
+            except (TypeError, ValueError):
+                pass
+            else:
+                self._seen[k] = (_weakref(a), address)
+                return address
+        if type(a) is not np.ndarray or a.dtype != dt or not a.flags.c_contiguous:
+            if k >= self.n_inputs:      # a copy of an output would lose the results
+                raise TypeError(f"C kernel output {k - self.n_inputs} must be a "
+                                f"C-contiguous {np.dtype(dt)} array")
+            a = np.ascontiguousarray(a, dtype=dt)
+            keep.append(a)
+        return _address(a)
 
 
 def _address(a):
