@@ -78,46 +78,10 @@ def _lenet(lib):
 
 
 def _torch_resnet18(torch):
-    """torchvision's ResNet-18 in torch.nn (torchvision need not be installed)."""
-    nn = torch.nn
-
-    class Block(nn.Module):
-        def __init__(self, cin, cout, stride):
-            super().__init__()
-            self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-            self.bn1 = nn.BatchNorm2d(cout)
-            self.relu = nn.ReLU(inplace=True)
-            self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-            self.bn2 = nn.BatchNorm2d(cout)
-            self.downsample = None
-            if stride != 1 or cin != cout:
-                self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
-                                                nn.BatchNorm2d(cout))
-
-        def forward(self, x):
-            out = self.bn2(self.conv2(self.relu(self.bn1(self.conv1(x)))))
-            out += x if self.downsample is None else self.downsample(x)
-            return self.relu(out)
-
-    class Net(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
-            self.bn1 = nn.BatchNorm2d(64)
-            self.relu = nn.ReLU(inplace=True)
-            self.maxpool = nn.MaxPool2d(3, 2, 1)
-            chans = [(64, 64, 1), (64, 128, 2), (128, 256, 2), (256, 512, 2)]
-            for i, (cin, cout, s) in enumerate(chans, 1):
-                setattr(self, f"layer{i}", nn.Sequential(Block(cin, cout, s),
-                                                         Block(cout, cout, 1)))
-            self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
-            self.fc = nn.Linear(512, 1000)
-
-        def forward(self, x):
-            x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
-            x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
-            return self.fc(torch.flatten(self.avgpool(x), 1))
-    return Net()
+    """torchvision's ResNet-18 in torch.nn (torchvision need not be installed): the model
+    zoo's, at torchvision's width and classes."""
+    from zoo import _resnet_build
+    return _resnet_build(torch, {"width": 64, "classes": 1000})["model"]
 
 
 def _copy_to_torch(torch, src, dst):
