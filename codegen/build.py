@@ -57,8 +57,11 @@ FORMAT = 1  # bump when what a key stands for changes, so old entries are no lon
 # -fno-tree-slp-vectorize: gcc 12's straight-line vectorizer drops a double -> float ->
 # double round trip in a loop's remainder (x.float().double() came back unrounded for the
 # last 2 of 6 elements, at -O2 and -O3); the loop vectorizer, which omp simd uses, is kept.
-FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fno-tree-slp-vectorize", "-fopenmp",
-         "-fPIC", "-shared", "-std=c11")
+# -fno-trapping-math: with it gcc may compute a float comparison for every element (no value
+# changes; only floating-point exception flags, which nothing reads after a kernel); without
+# it a comparison stored as a mask (relu's ``x <= 0``) is a branch and the loop stays scalar.
+FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math",
+         "-fno-tree-slp-vectorize", "-fopenmp", "-fPIC", "-shared", "-std=c11")
 LIBS = ("-lmvec", "-lm")
 TIMEOUT_S = 120     # a variant's kernels compile in seconds; a compiler this slow is stuck
 PROBE_TIMEOUT_S = 30    # `cc --version` answers in milliseconds
