@@ -535,6 +535,20 @@ def _run(fn, arrays, requires_grad):
     return outs, plain, grads, grads2
 
 
+def _eager(fn, arrays, prog, other_sizes=False):
+    """Eager's results (``_run``) with the probe watching for kinks; with ``other_sizes``, a
+    program that cannot run at these sizes (a reshape to fixed sizes) is left."""
+    PROBE.start()
+    try:
+        return _run(fn, arrays, prog.requires_grad)
+    except (RuntimeError, ValueError, IndexError):
+        if not other_sizes:
+            raise
+        assume(False)
+    finally:
+        PROBE.stop()
+
+
 def _close(got, want, what):
     assert (got is None) == (want is None), f"{what}: None vs not None"
     if got is None:
@@ -585,11 +599,7 @@ def test_random_programs_traced_with_symbolic_sizes(prog, backend):
     fn = prog.function()
     compiled = tg.compile(fn, dynamic=True)
     arrays = _values(prog, 0)
-    PROBE.start()
-    try:
-        want = _run(fn, arrays, prog.requires_grad)
-    finally:
-        PROBE.stop()
+    want = _eager(fn, arrays, prog)
     assume(not PROBE.near_kink)
     got = _run(compiled, arrays, prog.requires_grad)
     _assert_like_eager(got, want, "")
@@ -624,13 +634,7 @@ def test_random_programs_at_several_sizes(prog, backend):
     compiled = tg.compile(fn)
     for k, arrays in enumerate([_values(prog, 0), _resized(prog, 2), _resized(prog, 5)]):
         assume(arrays is not None)
-        PROBE.start()
-        try:
-            want = _run(fn, arrays, prog.requires_grad)
-        except (RuntimeError, ValueError, IndexError):
-            assume(False)       # not a program of these sizes (a reshape to fixed sizes)
-        finally:
-            PROBE.stop()
+        want = _eager(fn, arrays, prog, other_sizes=True)
         assume(not PROBE.near_kink)
         got = _run(compiled, arrays, prog.requires_grad)
         _assert_like_eager(got, want, f"size {k}: ")
@@ -644,11 +648,7 @@ def _check_program(prog):
     seen = set()
     for call in range(CALLS):
         arrays = _values(prog, call)
-        PROBE.start()
-        try:
-            want = _run(fn, arrays, prog.requires_grad)
-        finally:
-            PROBE.stop()
+        want = _eager(fn, arrays, prog)
         outcome = tuple(PROBE.outcomes)
         if call == 0:
             assume(not PROBE.near_kink)
@@ -787,11 +787,7 @@ def test_random_programs_reading_globals_and_attributes_that_change(case):
     for call, setting in enumerate(order):
         _apply_setting(ns, setting)
         arrays = _values(prog, call % 2)
-        PROBE.start()
-        try:
-            want = _run(fn, arrays, prog.requires_grad)
-        finally:
-            PROBE.stop()
+        want = _eager(fn, arrays, prog)
         if call == 0:
             assume(not PROBE.near_kink)
         elif PROBE.near_kink:
@@ -977,13 +973,7 @@ def test_random_programs_with_two_dynamic_sizes_changing_apart(prog, dynamic, ba
     for grow in [(0, 0), (2, 0), (2, 3), (5, 1), (1, 4)]:
         arrays = _resized_apart(prog, *grow)
         assume(arrays is not None)
-        PROBE.start()
-        try:
-            want = _run(fn, arrays, prog.requires_grad)
-        except (RuntimeError, ValueError, IndexError):
-            assume(False)       # not a program of these sizes (a reshape to fixed sizes)
-        finally:
-            PROBE.stop()
+        want = _eager(fn, arrays, prog, other_sizes=True)
         assume(not PROBE.near_kink)
         _assert_like_eager(_run(compiled, arrays, prog.requires_grad), want, f"sizes {grow}: ")
     assert compiled.stats["fallbacks"] == 0, compiled.explain()

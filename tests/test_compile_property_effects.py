@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import tracegrad as tg
 from test_compile_property import (
     MAX_EXAMPLES, PROBE, Program, Step, _assert_like_eager, _close, _compiled_from_source,
-    _run, _values, programs,
+    _eager, _run, _values, programs,
 )
 
 
@@ -128,11 +128,7 @@ def test_random_programs_with_stores_and_raises_compile_like_eager(case, backend
 def test_random_programs_first_called_from_threads_compile_once(prog):
     fn = prog.function()
     arrays = _values(prog, 0)
-    PROBE.start()
-    try:
-        want = _run(fn, arrays, prog.requires_grad)
-    finally:
-        PROBE.stop()
+    want = _eager(fn, arrays, prog)
     assume(not PROBE.near_kink)
     compiled = tg.compile(fn)
     n = 6

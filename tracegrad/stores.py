@@ -196,9 +196,7 @@ class StoreMarker(gast.NodeTransformer):
         objs = []
         for _, obj, _ in targets:
             if obj is not None:
-                root = obj if _plain_chain(obj) else gast.Name(
-                    id=_root(obj), ctx=gast.Load(), annotation=None, type_comment=None)
-                objs.append(_copy_load(root))
+                objs.append(_copy_load(obj) if _plain_chain(obj) else _name(_root(obj)))
         call = gast.Expr(value=gast.Call(
             func=gast.Attribute(value=_name(self.helper), attr="store", ctx=gast.Load()),
             args=[gast.Constant(value=index, kind=None),

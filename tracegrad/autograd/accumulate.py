@@ -34,7 +34,7 @@ def accumulate_grad(var, grads, create_graph):
     buffer for the node: the slot is cleared so that the buffer's reference does not count."""
     g = grads[0]
     grads[0] = None
-    tracer = _hooks.tracer
+    tracer = _hooks.tracer if _hooks.TRACING.n else None    # the thread's, while any traces
     if tracer is not None:      # inside tracegrad.compile: the variant sets .grad too
         tracer.grad_written(var, reads=True)
     old = var._grad
@@ -43,7 +43,7 @@ def accumulate_grad(var, grads, create_graph):
             from ..ops import clone
             var._grad = clone(g)    # a new tensor (PyTorch's CopyBackwards), never an alias of g
         else:
-            new = _steal(g) if _hooks.tracer is None else None
+            new = _steal(g) if tracer is None else None
             var._grad = _copy_of(g) if new is None else new
     elif tracer is not None:    # the same update, recorded: in place where eager's is
         if create_graph or not _traced_add(old, g):

@@ -556,6 +556,9 @@ def round(input, decimals=0):  # noqa: A001
     return bind(round_p, input, decimals=decimals)
 
 
+_ONE = 1        # add's default alpha, met by identity (any other 1 is asked of _scales)
+
+
 def _scales(alpha):
     """Whether ``alpha`` changes ``other``: a number other than 1, or a 0-d tensor (an
     optimizer's learning rate inside a compiled step), which is never compared."""
@@ -564,7 +567,7 @@ def _scales(alpha):
 
 @method
 def add(input, other, *, alpha=1):
-    if _scales(alpha):
+    if alpha is not _ONE and _scales(alpha):      # the default skips the call
         other = mul(other, alpha)
     return bind(add_p, input, other)
 
@@ -573,21 +576,21 @@ def add(input, other, *, alpha=1):
 # the name given to ``inplace`` ("add_"), with the inputs it writes, as before.
 @method("add_")
 def _add_(self, other, *, alpha=1):
-    if _scales(alpha):
+    if alpha is not _ONE and _scales(alpha):      # the default skips the call
         other = mul(other, alpha)
     return inplace(add_p, "add_", self, other)
 
 
 @method
 def sub(input, other, *, alpha=1):
-    if _scales(alpha):
+    if alpha is not _ONE and _scales(alpha):      # the default skips the call
         other = mul(other, alpha)
     return bind(sub_p, input, other)
 
 
 @method("sub_")
 def _sub_(self, other, *, alpha=1):
-    if _scales(alpha):
+    if alpha is not _ONE and _scales(alpha):      # the default skips the call
         other = mul(other, alpha)
     return inplace(sub_p, "sub_", self, other)
 
@@ -604,7 +607,7 @@ def div(input, other, *, rounding_mode=None):
 
 @method("div_")
 def _div_(self, other, *, alpha=1):
-    if _scales(alpha):
+    if alpha is not _ONE and _scales(alpha):      # the default skips the call
         other = mul(other, alpha)
     return inplace(div_p, "div_", self, other)
 

@@ -171,9 +171,10 @@ class Optimizer:
         view (``_TracedGroup``): the learning rate is read afresh at every call, so that a
         scheduler's changes reach a compiled step, and the other options are checked."""
         tracer = _hooks.tracer
-        if tracer is not None and tracer.after:     # a scheduler stepped earlier in the call
+        if tracer is None:
+            return self.param_groups
+        if tracer.after:        # a scheduler stepped earlier in the call: replayed too late
             tracer.abandon("steps its optimizer after its scheduler in one call")
-        if _hooks.tracer is None:
             return self.param_groups
         return [_TracedGroup(tracer, i, g) for i, g in enumerate(self.param_groups)]
 
