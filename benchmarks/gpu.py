@@ -19,6 +19,7 @@ returns once the device has finished (``cuda.synchronize``). The copy bandwidth 
 
     python benchmarks/gpu.py                 # all workloads and systems (a few minutes)
     python benchmarks/gpu.py --quick         # short timings, no torch.compile
+    python benchmarks/gpu.py --seconds 1     # 1 s of timed repetitions per row
 
 Without CuPy or a GPU it says so and exits with status 0.
 """
@@ -38,8 +39,10 @@ BANDWIDTH_AIM = 0.8
 COMPILE_AIM_MS = 1000
 
 
-def child(workload, system, quick):
+def child(workload, system, quick, seconds=None):
     timing = QUICK_TIMING if quick else TIMING
+    if seconds:
+        timing = (min(timing[0], seconds / 2), seconds, timing[2])
     row = measure_in_process(workload, system.split(",")[0], timing, device="cuda")
     row["system"] = system
     return row
@@ -139,9 +142,11 @@ def main():
     ap = benchmark_parser(__doc__)
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--systems", default=",".join(SYSTEMS))
+    ap.add_argument("--seconds", type=float, default=None,
+                    help=f"seconds of timed repetitions per row (default {TIMING[1]:g})")
     args = ap.parse_args()
     if args.child:
-        print_result(child(*args.child, args.quick))
+        print_result(child(*args.child, args.quick, args.seconds))
         return
     cupy, reason = gpu_or_reason()
     if cupy is None:
@@ -155,9 +160,12 @@ def main():
     if "tracegrad compiled" in systems:
         systems.insert(systems.index("tracegrad compiled") + 1, WARM)
     bandwidth = copy_bandwidth(cupy)
-    rows = [run_child(__file__, w, s, ["--quick"] if args.quick else [], timeout=600)
-            for w in workloads for s in systems]
+    flags = (["--quick"] if args.quick else []) + (
+        ["--seconds", str(args.seconds)] if args.seconds else [])
+    rows = [run_child(__file__, w, s, flags, timeout=600) for w in workloads for s in systems]
     warm, measure_s, reps = QUICK_TIMING if args.quick else TIMING
+    if args.seconds:
+        warm, measure_s = min(warm, args.seconds / 2), args.seconds
     print(f"GPU: {device_name(cupy)}; one step (loss + gradients) per call, ending with the "
           f"device synchronised; load average {fmt(load_average(), '.1f')}")
     print(f"first call timed on its own; steady state after {warm:g} s warm-up, {measure_s:g} s"

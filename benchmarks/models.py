@@ -116,12 +116,13 @@ def await_builds(compiled):
             tiers.wait(v)
 
 
-def child(model, system, size, threads, weights, seconds, warmup=WARMUP_S):
+def child(model, system, size, threads, weights, seconds, warmup=WARMUP_S, device="cpu"):
     lib_name, how = SYSTEMS[system]
     lib = load_lib(lib_name)
     if threads == "1":
         lib.set_num_threads(1)
-    step, compiled = zoo.program(lib, model, zoo.config(model, size), how, weights)
+    step, compiled = zoo.program(lib, model, zoo.config(model, size), how, weights,
+                                 device=device)
     rss0 = maxrss_mb()
     t0 = time.perf_counter()
     loss0 = step(0).item()
@@ -149,14 +150,14 @@ def child(model, system, size, threads, weights, seconds, warmup=WARMUP_S):
             "eager": eager}
 
 
-def run_child(model, system, size, threads, weights, seconds, warmup, cache_dir):
+def run_child(model, system, size, threads, weights, seconds, warmup, cache_dir, device):
     env = dict(os.environ)
     if threads == "1":
         env.update({k: "1" for k in ONE_THREAD_ENV})
     env["TORCHINDUCTOR_CACHE_DIR"] = cache_dir
     cmd = [sys.executable, os.path.abspath(__file__), "--child", model, system,
            "--size", size, "--threads", threads, "--weights", weights,
-           "--seconds", str(seconds), "--warmup", str(warmup)]
+           "--seconds", str(seconds), "--warmup", str(warmup), "--device", device]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith("RESULT "):
@@ -180,7 +181,7 @@ def save_weights(model, size, path):
 
 # the run ---------------------------------------------------------------------------------------
 
-def measure(models, systems, size, threads, seconds, warmup, rounds, tmp):
+def measure(models, systems, size, threads, seconds, warmup, rounds, tmp, device="cpu"):
     """``rows[model][system]``: every (model, system) in fresh processes, ``rounds`` times,
     the systems in rotating order; the times of all rounds pooled, the first call and memory
     from the first round (``torch.compile``'s first call a cold compile)."""
@@ -195,7 +196,7 @@ def measure(models, systems, size, threads, seconds, warmup, rounds, tmp):
         for r in range(rounds):
             for system in order:
                 got = run_child(model, system, size, threads, weights, seconds / rounds,
-                                warmup, cache)
+                                warmup, cache, device)
                 row = rows[model][system]
                 if "failed" in got:
                     row.setdefault("failed", got["failed"])
@@ -331,6 +332,10 @@ def main():
                          "no torch.compile")
     ap.add_argument("--check", action="store_true",
                     help=f"first check whole-step training against eager ({CHECK_STEPS} steps)")
+    ap.add_argument("--device", default="cpu",
+                    help='"cuda" runs every system on the GPU (the "gpu" sizes: ResNet-18 at '
+                         '224x224, batch 64); each timed step ends with loss.item(), which '
+                         'waits for the device')
     ap.add_argument("--child", nargs=2, metavar=("MODEL", "SYSTEM"), help=argparse.SUPPRESS)
     ap.add_argument("--size", default="full", help=argparse.SUPPRESS)
     ap.add_argument("--weights", default="", help=argparse.SUPPRESS)
@@ -338,7 +343,7 @@ def main():
     args = ap.parse_args()
     if args.child:
         print("RESULT " + json.dumps(child(*args.child, args.size, args.threads, args.weights,
-                                           args.seconds, args.warmup)))
+                                           args.seconds, args.warmup, args.device)))
         return
     models = [m for m in args.models.split(",") if m]
     systems = [s for s in args.systems.split(",") if s]
@@ -346,7 +351,7 @@ def main():
                                                              if s not in SYSTEMS]
     if unknown:
         raise SystemExit(f"unknown model(s)/system(s): {', '.join(unknown)}")
-    size = "full"
+    size = "gpu" if args.device != "cpu" else "full"
     if args.quick:
         size, args.seconds, args.warmup, args.rounds = "small", 0.05, 0.05, 1
         if args.models == ",".join(zoo.MODELS):
@@ -362,10 +367,11 @@ def main():
     start = uptime()
     with tempfile.TemporaryDirectory(prefix="tg_models_") as tmp:
         results = [(t, measure(models, systems, size, t, args.seconds, args.warmup,
-                               args.rounds, tmp))
+                               args.rounds, tmp, args.device))
                    for t in args.threads.split(",")]
     end = uptime()
     print(f"model zoo, one training step per call, float32, {os.cpu_count()} CPU(s)"
+          + (f", on {args.device}" if args.device != "cpu" else "")
           + (", --quick (small sizes)" if args.quick else ""))
     print(f"uptime at start: {start}")
     print(f"uptime at end:   {end}")
@@ -374,6 +380,8 @@ def main():
           f"{args.seconds / args.rounds:g} s (and {MIN_REPS} calls) per round")
     for model in models:
         print(f"  {model:<10} {zoo.DESCRIPTIONS[model]}"
+              + (f" (on the GPU: {zoo.GPU_SIZES[model]})" if size == "gpu"
+                 and model in zoo.GPU_SIZES else "")
               + (" (small size)" if size == "small" else ""))
     for note in notes:
         print(note)

@@ -48,6 +48,8 @@ SIZES = {
                "small": dict(batch=8, d_in=16, d_hidden=32)},
 }
 
+GPU_SIZES = {"resnet18": dict(width=64, classes=1000, batch=64, size=224)}
+
 DESCRIPTIONS = {
     "gpt_small": "GPT, 2 layers, 2 heads, 32 wide, block 16, batch 8, AdamW",
     "gpt_large": "GPT, 4 layers, 4 heads, 128 wide, block 64, batch 8, AdamW",
@@ -367,7 +369,7 @@ def _dcgan_program(torch, models, cfg, compile_module):
 
     def train_step(real, noise):
         netD.zero_grad()
-        label = torch.full((real.size(0),), 1.0, dtype=real.dtype)
+        label = torch.full((real.size(0),), 1.0, dtype=real.dtype, device=real.device)
         errD_real = criterion(netD(real), label)
         errD_real.backward()
         fake = netG(noise)
@@ -488,6 +490,10 @@ _PARTS = {
 
 
 def config(name, size="full"):
+    """``name``'s sizes: "full", "small", or "gpu" (the full sizes, and ResNet-18 at
+    ImageNet's 224x224 with batch 64)."""
+    if size == "gpu":
+        return GPU_SIZES.get(name, SIZES[name]["full"])
     return SIZES[name][size]
 
 
@@ -507,18 +513,20 @@ def save_weights(torch, name, cfg, path):
     torch.save({k: m.state_dict() for k, m in models.items()}, path)
 
 
-def program(torch, name, cfg, how, weights=None, n_batches=4):
+def program(torch, name, cfg, how, weights=None, n_batches=4, device="cpu"):
     """``(step, compiled)``: ``step(i)`` runs one training step of ``name`` on batch
     ``i % n_batches`` and returns the loss (a detached tensor); ``how`` is "eager", "model"
     or "step" (see the module's docstring); ``compiled``, what ``torch.compile`` made (for
     waiting on background builds and for inspection). ``step.models`` holds the modules
-    (the originals, not compiled wrappers). ``weights``: a file of ``save_weights``."""
+    (the originals, not compiled wrappers). ``weights``: a file of ``save_weights``;
+    ``device``: where the modules, the data and the carried state live."""
     models = build(torch, name, cfg)
     if weights is not None:
         state = torch.load(weights)
         for k, m in models.items():
             m.load_state_dict(state[k])
     for m in models.values():
+        m.to(device)
         m.train()
     compiled = []
 
@@ -531,7 +539,8 @@ def program(torch, name, cfg, how, weights=None, n_batches=4):
     if how == "step":
         train_step = torch.compile(train_step)
         compiled.append(train_step)
-    data = [tuple(torch.from_numpy(a) for a in b) for b in batches(name, cfg, n_batches)]
+    data = [tuple(torch.from_numpy(a).to(device) for a in b)
+            for b in batches(name, cfg, n_batches)]
 
     if carry is None:
         def step(i):
@@ -539,7 +548,7 @@ def program(torch, name, cfg, how, weights=None, n_batches=4):
         step.models = models
         return step, compiled
 
-    state = {"carry": carry}
+    state = {"carry": [c.to(device) for c in carry]}
 
     def step(i):            # the hidden state carried from step to step (detached)
         loss, *state["carry"] = train_step(*data[i % len(data)], *state["carry"])
