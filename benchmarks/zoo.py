@@ -119,7 +119,7 @@ def _gpt_build(torch, cfg):
 
         def forward(self, idx, targets):
             t = idx.size(1)
-            pos = torch.arange(0, t, dtype=torch.long)
+            pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
             x = self.wte(idx) + self.wpe(pos)
             for blk in self.h:
                 x = blk(x)

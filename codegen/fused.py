@@ -200,6 +200,14 @@ class Plan:
         self.kernel, self.scratch, self.chunks = kernel, scratch, chunks
 
 
+# Where CuPy's call differs from NumPy's (as a real GPU showed), a CUDA variant's module
+# calls the primitive's implementation, which takes care of it (CuPy's float remainder and
+# floor_divide are not exact, its clip ignores a NaN bound), or computes without out=
+# (CuPy's min(out=) hands out to CUB as the dtype).
+ON_DEVICE_VIA_IMPL = frozenset({"remainder", "div_rounding", "clamp"})
+ON_DEVICE_NO_OUT = ON_DEVICE_VIA_IMPL | {"amin"}
+
+
 def _arg(em, a):
     return a if type(a) is str else em.scalar(a.value)
 
@@ -211,6 +219,8 @@ def _compute(em, op, target, want, scratch, release):
     ``release()`` gives back the buffers of operands that die here."""
     prim = op.prim
     form = prim.np_out
+    if em.device != "cpu" and prim.name in ON_DEVICE_NO_OUT:
+        form = None
     if form is None and prim.np_template == "{self}":        # an identity
         if target:
             return [f"np.copyto({target}, {op.args[0]})"], None

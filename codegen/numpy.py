@@ -117,6 +117,8 @@ class Emitter:
         if op == "random":
             return self.random(params)
         template = prim.np_template
+        if self.device != "cpu" and op in fused.ON_DEVICE_VIA_IMPL:
+            template = None
         named = dict(zip(prim.args, args))
         for name, obj in prim.helpers.items():     # declared on the primitive (erf's _erf)
             self.helpers[name] = self.env[name] = obj

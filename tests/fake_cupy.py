@@ -35,6 +35,11 @@ What it copies from CuPy is the part tracegrad relies on:
   an array of another device, which a GPU without peer access would fault on, is a
   ``RuntimeError`` here. ``STATE.launches`` records ``(kernel, device)`` per launch.
 - ``cupyx``: ``scatter_add``, ``scipy.special.erf``, ``empty_like_pinned``.
+- Where CuPy 14 differs from NumPy in what tracegrad called, as a real GPU showed
+  (``_cupy_refuses``): no ``indices(sparse=)``, no ``linalg.matrix_rank(hermitian=)``,
+  ``argmax``/``argmin`` with an axis on a 0-d array, ``min(out=)`` (CuPy hands ``out`` to
+  CUB as the dtype); float ``floor_divide`` and ``remainder`` through floor(a / b), inexact
+  for large quotients, as CuPy's are; ``clip`` by comparisons (a NaN bound ignored).
 
 ``install(monkeypatch, n_devices)`` puts the double in ``sys.modules`` and resets what
 tracegrad cached about CuPy; ``monkeypatch`` undoes it all after the test.
@@ -155,6 +160,7 @@ class FakeArray:
 
         @functools.wraps(attr)
         def method(*args, **kwargs):
+            _cupy_refuses(name, (self,) + args, kwargs)
             dev = _computing_device((self, args, tuple(kwargs.values())))
             return _wrap(attr(*_unwrap(args), **{k: _unwrap(v) for k, v in kwargs.items()}),
                          dev)
@@ -421,15 +427,34 @@ class _Namespace(types.ModuleType):
             return attr
         if isinstance(attr, np.ufunc):
             return _UFunc(attr)
-        return _function(attr)
+        return _function(attr, f"{self.__name__}.{name}")
 
 
-def _function(fn):
+def _function(fn, name=None):
     @functools.wraps(fn)
     def call(*args, **kwargs):
+        _cupy_refuses(name or fn.__name__, args, kwargs)
         dev = _computing_device((args, tuple(kwargs.values())))
         return _wrap(fn(*_unwrap(args), **{k: _unwrap(v) for k, v in kwargs.items()}), dev)
     return call
+
+
+def _cupy_refuses(name, args, kwargs):
+    """Where CuPy 14 differs from NumPy, as a real GPU showed: raise as CuPy does."""
+    def refuse(kw):
+        raise TypeError(f"{name.rsplit('.', 1)[-1]}() got an unexpected keyword argument {kw!r}")
+    if name in ("indices", "cupy.indices") and "sparse" in kwargs:
+        refuse("sparse")
+    if name in ("matrix_rank", "cupy.linalg.matrix_rank") and "hermitian" in kwargs:
+        refuse("hermitian")
+    if name in ("min", "amin", "cupy.min", "cupy.amin") and kwargs.get("out") is not None:
+        # CuPy passes out= on to its CUB reduction as the dtype, and fails comparing it
+        raise TypeError("operand type(s) all returned NotImplemented from __array_ufunc__"
+                        "(<ufunc 'equal'>, ...): min(out=) on CuPy")
+    if name.rsplit(".", 1)[-1] in ("argmax", "argmin") and args:
+        a, axis = args[0], kwargs.get("axis", args[1] if len(args) > 1 else None)
+        if getattr(a, "ndim", None) == 0 and axis is not None:
+            raise RuntimeError(f"axis {axis} is out of bounds for array of dimension 0")
 
 
 class _UFunc:
@@ -443,6 +468,29 @@ class _UFunc:
     def __getattr__(self, name):
         attr = getattr(self._u, name)
         return _function(attr) if callable(attr) else attr
+
+
+def _inexact(name, exact):
+    """CuPy's float ``floor_divide`` and ``remainder``, through floor(a / b) (not exact where
+    the quotient is large: 1.0 // 0.001 is 1000 there, -1e20 % 501 is -6400)."""
+    def call(a, b, **kwargs):
+        if np.result_type(a, b).kind != "f":
+            return exact(a, b, **kwargs)
+        with np.errstate(all="ignore"):
+            q = np.floor(np.true_divide(a, b))
+            return q if name == "floor_divide" else np.subtract(a, np.multiply(b, q))
+    call.__name__ = name
+    return _function(call)
+
+
+def _clip(a, a_min=None, a_max=None, out=None):
+    """CuPy's clip: comparisons, so a NaN bound is ignored (NumPy's makes NaN)."""
+    r = a if a_min is None else np.where(a < a_min, a_min, a)
+    r = r if a_max is None else np.where(r > a_max, a_max, r)
+    if out is None:
+        return r.astype(np.result_type(a, *(b for b in (a_min, a_max) if b is not None)))
+    np.copyto(out, r, casting="unsafe")
+    return out
 
 
 def _asarray(a, dtype=None, order=None):
@@ -533,6 +581,8 @@ def make_modules():
         "ndarray": FakeArray, "asarray": _asarray, "array": _array, "asnumpy": _asnumpy,
         "cuda": cuda, "random": random, "get_default_memory_pool": lambda: STATE.pool,
         "RawModule": _RawModule,
+        "floor_divide": _inexact("floor_divide", np.floor_divide),
+        "remainder": _inexact("remainder", np.remainder), "clip": _function(_clip),
         "__fake__": True})
     cupyx = types.ModuleType("cupyx")
     cupyx.scatter_add = _scatter_add

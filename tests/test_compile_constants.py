@@ -103,6 +103,16 @@ def test_nan_constants_compile(backend):
          lambda: tg.tensor([1.0, -2.0, 0.5], requires_grad=True), grad=True)
 
 
+def test_a_nan_clamp_bound_makes_nan(backend):
+    """PyTorch's (and NumPy's clip's) rule; a comparison alone ignores a NaN bound, as the C
+    and CUDA forms did and as CuPy's clip does."""
+    c = both(lambda x: (tg.clamp(x * 2, max=NAN) + 1, tg.clamp(x * 2, min=NAN) + 1,
+                        tg.clamp(x * 2, -0.5, NAN) + 1, tg.clamp(x * 2, NAN, 0.5) + 1,
+                        tg.clamp(x * NAN, -1.0, 1.0) + 1),
+             lambda: tg.tensor([1.0, -2.0, 0.5], requires_grad=True), grad=True)
+    _in_c(c, backend)
+
+
 # constants of every dtype at their limits ---------------------------------------------------
 
 def _extremes(dt):

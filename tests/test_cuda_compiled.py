@@ -218,3 +218,21 @@ def test_cuda_backend_with_cpu_tensors_raises(fake):
         c(tg.ones(3), tg.ones(3))
     assert "test_cuda_compiled.py" in str(err.value) and "c(tg.ones(3), tg.ones(3))" in \
         str(err.value)      # the user's call line
+
+
+def _where_cupy_differs(x, y):
+    big = tg.remainder(x * 1e7, y) + tg.floor_divide(x * 1e3, y * 1e-3)
+    low = tg.amin(x, dim=1, keepdim=True) + tg.linalg.vector_norm(x, float("-inf"), dim=1,
+                                                                   keepdim=True)
+    nan_bound = tg.nan_to_num(tg.clamp(x, max=float("nan")), nan=2.0)     # 2.0: NaN made
+    return (big * 1e-3 + low + tg.gather(x, 1, tg.tensor([[1, 0]] * 4, device=x.device))
+            .sum(1, keepdim=True)).sum() + nan_bound.sum()
+
+
+@pytest.mark.parametrize("backend", ["numpy", "cuda"])
+def test_calls_where_cupy_differs_from_numpy(fake, backend):
+    """remainder, floor division, amin into a buffer, gather and a NaN clamp bound: the calls
+    a real GPU showed CuPy to answer differently from NumPy (the double copies those
+    differences), compiled on either tier against the CPU."""
+    c = tg.compile(_where_cupy_differs, backend=backend)
+    check(c, _where_cupy_differs, _leaves([(4, 3), (3,)]))

@@ -502,8 +502,8 @@ def test_loads_files_written_by_torch(tmp_path):
     model = nn.Linear(3, 2)
     model.load_state_dict(out["linear"])
     x = torch.randn(4, 3)
-    np.testing.assert_allclose(model(tg.tensor(x.numpy())).detach().numpy(),
-                               lin(x).detach().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(model(tg.tensor(x.numpy())).detach().numpy(),   # float32 sums
+                               lin(x).detach().numpy(), rtol=1e-5, atol=1e-6)  # in any order
     assert out["size"] == (2, 3) and out["dtype"] is tg.int8 and out["n"] == 3
     assert out["device"] == tg.device("cpu")
     torch.save({"b": torch.ones(2, dtype=torch.bfloat16)}, tmp_path / "bf16.pt")

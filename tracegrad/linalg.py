@@ -170,9 +170,20 @@ def lstsq(A, B, rcond=None, *, driver=None):
     return _lstsq_result(x, residuals, rank, values)
 
 
+def _matrix_rank(xp, a, hermitian):
+    """NumPy's ``matrix_rank`` (singular values above s_max * max(m, n) * eps), written out:
+    CuPy's takes no ``hermitian`` and no batch."""
+    m, n = a.shape[-2:]
+    if 0 in (m, n):
+        return xp.zeros(a.shape[:-2], dtype=np.int64)
+    s = xp.abs(xp.linalg.eigvalsh(a)) if hermitian else xp.linalg.svd(a, compute_uv=False)
+    tol = s.max(axis=-1, keepdims=True) * (max(m, n) * np.finfo(s.dtype).eps)
+    return (s > tol).sum(axis=-1).astype(np.int64)
+
+
 matrix_rank_p = Primitive(
     "linalg_matrix_rank", lambda xp, a, hermitian: xp.asarray(
-        lapack("linalg.matrix_rank", None, xp.linalg.matrix_rank, a, hermitian=hermitian)),
+        lapack("linalg.matrix_rank", None, _matrix_rank, xp, a, hermitian)),
     dtype=lambda a, **_: dtypes.int64, shape=lambda s, **_: tuple(s[:-2]), kind="other")
 
 

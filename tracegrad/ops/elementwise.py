@@ -373,8 +373,21 @@ fmod_p = binary("fmod", lambda xp, a, b: xp.fmod(a, b),
                 "fmod", "fmod({self}, {other})", saves=("self", "other"), node="FmodBackward1",
                 public=True, method=True,
                 doc="C's fmod: the remainder of a / b rounded toward zero (sign of a).")
+def _remainder(xp, a, b):
+    """NumPy's remainder; on a GPU, written through fmod for floats, as CuPy's (a - b *
+    floor(a / b)) is not exact: CuPy gives -6400 for -1e20 % 501, Python 460."""
+    if xp is np or not _floating(a, b):
+        return xp.remainder(a, b)
+    m = xp.fmod(a, b)
+    return xp.where((m != 0) & ((xp.asarray(b) < 0) != (m < 0)), m + b, m)
+
+
+def _floating(*operands):
+    return any(getattr(x, "dtype", np.dtype(type(x))).kind == "f" for x in operands)
+
+
 remainder_p = binary(
-    "remainder", lambda xp, a, b: xp.remainder(a, b),
+    "remainder", lambda xp, a, b: _remainder(xp, a, b),
     (lambda g, a, b, out: g, lambda g, a, b, out: -g * div(a, b, rounding_mode="floor")),
     "remainder",
     "(fmod({self}, {other}) != 0 && (({other} < 0) != (fmod({self}, {other}) < 0)) ? "
@@ -404,12 +417,25 @@ def _floor_divide_c(a, b):
             f": copysign(0.0, {a} / {b}))")
 
 
+def _floor_divide_on_device(xp, a, b):
+    """``_floor_divide_c`` in array calls, for CuPy, whose float floor_divide is floor(a / b)
+    (1.0 // 0.001 gives 1000 there, Python 999)."""
+    b = xp.asarray(b)
+    m = xp.fmod(a, b)
+    d = (a - m) / b - ((m != 0) & ((b < 0) != (m < 0)))
+    fl = xp.floor(d)
+    q = xp.where(d != 0, fl + (d - fl > 0.5), xp.copysign(0.0, a / b).astype(fl.dtype))
+    return xp.where(b == 0, a / b, q)
+
+
 def _div_rounding(xp, a, b, rounding_mode):
     if all(x.dtype.kind in "iub" if hasattr(x, "dtype") else isinstance(x, int) for x in (a, b)) \
             and not (b != 0 if isinstance(b, int) else bool((b != 0).all())):
         raise RuntimeError("ZeroDivisionError")     # PyTorch's, for an integer division by 0
     if rounding_mode == "floor":
-        return xp.floor_divide(a, b)
+        if xp is np or not _floating(a, b):
+            return xp.floor_divide(a, b)
+        return _floor_divide_on_device(xp, a, b)
     q = xp.true_divide(a, b)
     return xp.trunc(q) if getattr(q, "dtype", None) is None or q.dtype.kind == "f" else q
 
@@ -485,10 +511,16 @@ where_p = Primitive(
     c="({condition} ? {self} : {other})", operands=_condition_first, kind="elementwise")
 
 
-def _clamp_impl(xp, x, min, max):
+def _clamp_impl(xp, x, min, max, out=None):
+    """NumPy's clip: a NaN bound makes NaN, as in PyTorch. CuPy's clip compares instead
+    (a NaN bound is ignored there), so on a GPU it is maximum then minimum."""
     if min is not None and max is not None:
-        return xp.clip(x, min, max)
-    return xp.maximum(x, min) if min is not None else xp.minimum(x, max)
+        if xp is np:
+            return xp.clip(x, min, max, out=out)
+        return xp.minimum(xp.maximum(x, min, out=out), max, out=out)
+    if min is not None:
+        return xp.maximum(x, min, out=out)
+    return xp.minimum(x, max, out=out)
 
 
 def _clamp_grad(g, x, min, max):
@@ -501,11 +533,12 @@ def _clamp_grad(g, x, min, max):
 
 
 def _clamp_c(self, min, max):
-    """clip's C form: NaN and -0.0 pass through as in NumPy's clip."""
+    """clip's C form: NaN and -0.0 pass through as in NumPy's clip, and a NaN bound
+    (``b != b``) makes NaN, as there."""
     if min is not None:
-        self = f"({self} < {min} ? {min} : {self})"
+        self = f"({self} < {min} || {min} != {min} ? {min} : {self})"
     if max is not None:
-        self = f"({self} > {max} ? {max} : {self})"
+        self = f"({self} > {max} || {max} != {max} ? {max} : {self})"
     return self
 
 
@@ -515,7 +548,7 @@ clamp_p = Primitive(
     shape=same_shape, vjp=(lambda g, x, out, min, max: _clamp_grad(g, x, min, max),),
     saves=("self",), np="np.clip({self}, {min}, {max})",
     np_out="np.clip({self}, {min}, {max}, out={out})", c=_clamp_c, kind="elementwise",
-    inplace=lambda xp, x, min, max: xp.clip(x, min, max, out=x))
+    inplace=lambda xp, x, min, max: _clamp_impl(xp, x, min, max, out=x))
 
 
 def _convert_impl(xp, x, dtype, device, src_device):

@@ -227,7 +227,11 @@ def view_scatter(base, src, steps):
 # gather --------------------------------------------------------------------------
 
 def _gather_key(xp, index, dim):
-    grids = list(xp.indices(index.shape, sparse=True))
+    """The advanced index that reads ``index`` along ``dim``: an open grid of ``arange``s
+    for the other dimensions (``indices(sparse=True)``, which CuPy has not)."""
+    n = index.ndim
+    grids = [xp.arange(k).reshape((1,) * i + (k,) + (1,) * (n - i - 1))
+             for i, k in enumerate(index.shape)]
     grids[dim] = index
     return tuple(grids)
 

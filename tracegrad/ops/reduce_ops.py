@@ -119,7 +119,7 @@ prod_p = Primitive(
 
 
 def _arg_impl(xp, f, x, dim, keepdim):
-    if dim is None:
+    if dim is None or x.ndim == 0:          # (CuPy takes no axis for a 0-d array)
         r = f(x.reshape(-1))
         return xp.asarray(r).reshape((1,) * x.ndim if keepdim else ())
     return f(x, axis=dim, keepdims=keepdim)
