@@ -200,7 +200,11 @@ def measure(models, systems, size, threads, seconds, warmup, rounds, tmp, device
                 row = rows[model][system]
                 if "failed" in got:
                     row.setdefault("failed", got["failed"])
+                    print(f"# {model} / {system}: failed: {got['failed']}", flush=True)
                     continue
+                print(f"# {model} / {system}: median {statistics.median(got['times']) * 1e3:.2f}"
+                      f" ms, first {got['first_ms']:.0f} ms, second {got['second_ms']:.0f} ms",
+                      flush=True)       # as it comes, for a run stopped before its table
                 row["times"] += got["times"]
                 if "first_ms" not in row:
                     row.update({k: got[k] for k in ("first_ms", "second_ms", "loss0", "peak_mb",

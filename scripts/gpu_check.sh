@@ -80,6 +80,7 @@ if has zoo; then
             "${ZOO_SYSTEMS:-PyTorch eager,torch.compile,tracegrad eager,tracegrad compiled,tracegrad whole-step}" \
             >"$out/zoo_$model.txt" 2>&1
         echo "zoo $model (exit $?):"
+        grep -E "^# " "$out/zoo_$model.txt" | cut -c1-200
         sed -n '/^threads/,$p' "$out/zoo_$model.txt" | head -n 12
     done
 fi
