@@ -8,7 +8,8 @@ NumPy-compatible calls (a CUDA variant's module imports ``cupy as np``), so a ke
 language does not take still runs on the GPU. ``TRACEGRAD_DUMP`` writes the source as
 ``<label>.cu``. ``place(variant, constants)`` ties the variant to its GPU (one variant a
 device: the guard signature holds the device index): its large constants copied there once
-when it is built, its driver run with that GPU current. The build is synchronous: the
+when it is built, its scalar inputs (an optimizer's learning rate) kept there, its driver run
+with that GPU current. The build is synchronous: the
 first call waits for NVRTC (CuPy's disk cache makes later processes' builds quick).
 ``check(backend, tensors, label)`` is the error for ``backend="cuda"`` where it cannot
 run: without CuPy or a GPU, or with tensors on the CPU (compile does not move data, as
@@ -67,6 +68,8 @@ def place(variant, constants):
         for name, obj in constants.items():
             if isinstance(obj, np.ndarray):
                 ns[name] = cp.asarray(obj)
+        for t, _ in variant.scalars:    # a learning rate, a step count: written each call
+            t._data = cp.asarray(t._data)
     variant.forward = on_device(variant.forward, cp, index)
     if variant.backward is not None:
         variant.backward = on_device(variant.backward, cp, index)
@@ -82,10 +85,14 @@ def place(variant, constants):
 
 
 def on_device(fn, cp, index):
-    """``fn`` (a generated function) run with GPU ``index`` as CuPy's current device."""
+    """``fn`` (a generated function) run with GPU ``index`` as CuPy's current device. A host
+    array among its arguments (a CPU scalar tensor that joins CUDA ops, as an optimizer's
+    step count does in PyTorch) is copied there first: CuPy refuses host arrays."""
+    host = np.ndarray
+
     def run(*arrays):
         with cp.cuda.Device(index):
-            return fn(*arrays)
+            return fn(*[cp.asarray(a) if type(a) is host else a for a in arrays])
     run.__wrapped__ = fn
     return run
 

@@ -103,6 +103,8 @@ class Variant:
         for i, arr in zip(mutated, outs[n_res:n_kept]):
             t = tensors[i]
             if t._data is not arr:
+                if self.device_index is not None and type(t._data) is np.ndarray:
+                    arr = arr.get()     # a CPU scalar tensor a CUDA variant wrote (step += 1)
                 t._data[...] = arr
             t._vc.value += 1
         for where, k in self.grad_sets:     # the .grad the call set, as eager sets it

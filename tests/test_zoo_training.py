@@ -17,14 +17,14 @@ import zoo  # noqa: E402 - benchmarks/ is not a package
 STEPS = 4
 
 
-def train(name, how, weights):
+def train(name, how, weights, device="cpu"):
     step, compiled = zoo.program(tg, name, zoo.config(name, "small"), how, weights,
-                                 n_batches=STEPS)
+                                 n_batches=STEPS, device=device)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         losses = [step(i).item() for i in range(STEPS)]
     fallbacks = [str(w.message) for w in caught if "tracegrad.compile" in str(w.message)]
-    params = {f"{k}.{n}": p.detach().numpy().copy() for k, m in step.models.items()
+    params = {f"{k}.{n}": p.detach().cpu().numpy().copy() for k, m in step.models.items()
               for n, p in m.named_parameters()}
     return np.array(losses), params, compiled, fallbacks
 
@@ -42,6 +42,29 @@ def test_whole_step_training_matches_eager(name, tmp_path):
     # update or returned a stale loss would show here
     np.testing.assert_allclose(losses, eager_losses, rtol=1e-5)
     assert len(set(eager_losses.tolist())) > 1
+    for key, want in eager_params.items():
+        np.testing.assert_allclose(params[key], want, rtol=1e-4, atol=1e-6, err_msg=key)
+
+
+@pytest.mark.parametrize("name", ["gpt_small", "lstm_lm", "dcgan"])
+@pytest.mark.parametrize("how", ["model", "step"])
+def test_training_on_a_cuda_device_matches_the_cpu(name, how, tmp_path, monkeypatch):
+    """On the CuPy double (CUDA kernels on the emulation): the compiled model and the whole
+    compiled step, CPU scalar tensors such as Adam's step count included, train as eager on
+    the CPU does. On the H200 the whole step failed here first (a CPU step count handed to
+    CuPy)."""
+    import fake_cupy
+    from cuda_emulation import emulator
+    if emulator.CXX is None:
+        pytest.skip("g++ (C++20) is not installed")
+    weights = tmp_path / "w.pt"
+    zoo.save_weights(tg, name, zoo.config(name, "small"), weights)
+    eager_losses, eager_params, _, _ = train(name, "eager", weights)
+    fake_cupy.install(monkeypatch)
+    losses, params, compiled, fallbacks = train(name, how, weights, device="cuda")
+    assert fallbacks == [], fallbacks
+    assert all(c.stats["compiles"] >= 1 and c.stats["fallbacks"] == 0 for c in compiled)
+    np.testing.assert_allclose(losses, eager_losses, rtol=1e-5)
     for key, want in eager_params.items():
         np.testing.assert_allclose(params[key], want, rtol=1e-4, atol=1e-6, err_msg=key)
 

@@ -103,3 +103,8 @@ inline float __int_as_float(int bits) {
     std::memcpy(&f, &bits, sizeof f);
     return f;
 }
+
+// CUDA's device math that C's <math.h> has not
+inline float rsqrt(float x) { return 1.0f / sqrtf(x); }
+inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
