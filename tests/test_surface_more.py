@@ -351,8 +351,9 @@ def test_packing_sorted_input_and_its_errors():
     assert p.batch_sizes.tolist() == q.batch_sizes.tolist()
     with pytest.raises(RuntimeError, match="sorted in decreasing order"):
         rnn.pack_sequence([tg.tensor(s) for s in SEQS])
-    with pytest.raises(NotImplementedError, match="LSTM does not take a PackedSequence"):
-        tg.nn.LSTM(2, 3)(p)
+    out, (h, c) = tg.nn.LSTM(2, 3)(p)      # packed in, packed out (tests/test_rnn_packed.py)
+    assert type(out) is rnn.PackedSequence and out.batch_sizes.tolist() == q.batch_sizes.tolist()
+    assert h.shape == c.shape == (1, len(seqs), 3)
 
 
 def test_gradients_flow_through_pack_and_pad():

@@ -9,7 +9,8 @@ two libraries unchanged. Every weight starts as U(-1/sqrt(hidden_size), 1/sqrt(h
 The layers are compositions of tracegrad ops: the input projection of a whole sequence is
 one matmul, then a Python loop runs the recurrence a time step at a time. So backward needs
 nothing of its own, and ``tracegrad.compile`` unrolls the loop over a fixed sequence length.
-Packed sequences are not supported.
+A ``PackedSequence`` input runs each sequence over its own valid steps (``rnn_packed``) and
+gives a ``PackedSequence`` output, as PyTorch's.
 """
 import math
 
@@ -19,6 +20,7 @@ from ..ops.declare import backward_name
 from . import functional as F, init
 from .module import Module
 from .parameter import Parameter
+from .rnn_packed import run_packed
 
 
 def _linear(x, weight, bias):
@@ -74,6 +76,8 @@ def _gru_step(x_proj, h, w_hh, b_hh):
 
 
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
+_STEPS = {"RNN_TANH": _rnn_tanh_step, "RNN_RELU": _rnn_relu_step, "LSTM": _lstm_step,
+          "GRU": _gru_step}
 
 
 class RNNBase(Module):
@@ -157,10 +161,6 @@ class RNNBase(Module):
         return (d, hidden) if batch is None else (d, batch, hidden)
 
     def _check_input(self, input):
-        if isinstance(input, tuple) and hasattr(input, "batch_sizes"):     # a PackedSequence
-            raise NotImplementedError(f"{type(self).__name__} does not take a PackedSequence "
-                                      f"yet: pad it with nn.utils.rnn.pad_packed_sequence and "
-                                      f"pass the padded tensor")
         expected = (2, 3)
         if input.ndim not in expected:
             raise ValueError(f"{type(self).__name__}: Expected input to be 2D or 3D, got "
@@ -176,8 +176,7 @@ class RNNBase(Module):
     def _run(self, input, states):
         """``input`` is ``(L, N, H_in)``; ``states`` a list (one per layer and direction) of
         the initial state. Returns the last layer's output and the final states."""
-        step = {"RNN_TANH": _rnn_tanh_step, "RNN_RELU": _rnn_relu_step, "LSTM": _lstm_step,
-                "GRU": _gru_step}[self.mode]
+        step = _STEPS[self.mode]
         num_directions = 2 if self.bidirectional else 1
         finals = []
         layer_input = input
@@ -211,6 +210,8 @@ class RNNBase(Module):
         return layer_input, finals
 
     def forward(self, input, hx=None):
+        if isinstance(input, tuple) and hasattr(input, "batch_sizes"):     # a PackedSequence
+            return run_packed(self, input, hx, _STEPS[self.mode])
         self._check_input(input)
         batched = input.ndim == 3
         if batched and self.batch_first:

@@ -5,8 +5,8 @@ step: ``data`` is ``(sum(lengths), *)``, and ``batch_sizes[t]`` says how many se
 still running at step ``t``. Everything here is a composition of slicing, ``cat`` and
 ``index_select``, so gradients flow through packing and padding.
 
-The recurrent layers (``nn.RNN``/``LSTM``/``GRU``) do not take a ``PackedSequence`` yet: they
-raise ``NotImplementedError``; pad it with ``pad_packed_sequence`` first.
+The recurrent layers (``nn.RNN``/``LSTM``/``GRU``) take a ``PackedSequence`` and return one,
+as PyTorch's (see ``nn.rnn_packed``).
 """
 from collections import namedtuple
 
