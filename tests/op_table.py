@@ -23,6 +23,8 @@ DOMAINS = {
     "real": (0.3, 2.0, True),
     "pos": (0.5, 2.0, False),
     "unit": (0.1, 0.8, True),
+    "prob": (0.1, 0.9, False),      # logit
+    "above1": (1.2, 3.0, False),    # acosh
 }
 
 
@@ -740,3 +742,4 @@ import op_table_conv  # noqa: E402,F401 - convolution, padding and unfold/fold e
 import op_table_pool  # noqa: E402,F401 - pooling, interpolation and pixel shuffle entries
 import op_table_more  # noqa: E402,F401 - scans, sorting, einsum and linalg entries
 import op_table_fixes  # noqa: E402,F401 - the cases PyTorch's OpInfo samples found wrong
+import op_table_math  # noqa: E402,F401 - inverse trigonometry, log2, hypot, xlogy, addcmul...

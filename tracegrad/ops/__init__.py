@@ -13,6 +13,7 @@ from ..tensor import Tensor
 from . import composite, elementwise, index_ops, linalg, pool, reduce_ops, shape_ops
 from . import conv, pad  # noqa: F401 - convolution and im2col primitives; padding primitives
 from . import more_ops  # noqa: F401 - scans, sorting, einsum, random draws (exported by tracegrad)
+from .math_ops import *  # noqa: F401,F403 - inverse trigonometry, log2, hypot, xlogy, addcmul...
 from . import nn_ops  # noqa: F401 - addmm and embedding primitives (Linear's, Embedding's nodes)
 from .composite import (
     addmm, floor_divide, gelu, isfinite, lerp, log_softmax, logsumexp, mean, norm, remainder,

@@ -235,9 +235,10 @@ def _inplace_method(prim, name):
 
 def _declaring_module():
     """The globals of the module whose code declares a primitive: the first frame outside
-    this module (a helper such as ``unary_float`` runs in the declaring module too)."""
+    this module that runs a module's top level (past helpers such as ``unary_float``, which
+    may live in another module than the declaration)."""
     f = sys._getframe(1)
-    while f.f_globals is globals():
+    while f.f_globals is globals() or (f.f_code.co_name != "<module>" and f.f_back is not None):
         f = f.f_back
     return f.f_globals
 
