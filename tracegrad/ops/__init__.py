@@ -14,6 +14,7 @@ from . import composite, elementwise, index_ops, linalg, pool, reduce_ops, shape
 from . import conv, pad  # noqa: F401 - convolution and im2col primitives; padding primitives
 from . import more_ops  # noqa: F401 - scans, sorting, einsum, random draws (exported by tracegrad)
 from .math_ops import *  # noqa: F401,F403 - inverse trigonometry, log2, hypot, xlogy, addcmul...
+from .stacking import *  # noqa: F401,F403 - atleast_*, hstack..., rot90, tensordot, kron, addmv...
 from . import nn_ops  # noqa: F401 - addmm and embedding primitives (Linear's, Embedding's nodes)
 from .composite import (
     addmm, floor_divide, gelu, isfinite, lerp, log_softmax, logsumexp, mean, norm, remainder,
