@@ -13,9 +13,15 @@ As in PyTorch, the state (``step``, a float32 scalar tensor, and ``sum``, filled
 with ``initial_accumulator_value``) is made in the constructor for every
 parameter, so ``state_dict()`` lists parameters that never got a gradient.
 Sparse gradients are not supported (tracegrad has no sparse tensors).
+
+``foreach`` (None or True) runs the step fused (``_foreach``: the same ufuncs on the
+arrays, bit for bit the loop's); False runs the per-parameter loop.
 """
+import numpy as np
+
 from .. import creation, dtypes
 from ..ops import sqrt
+from . import _foreach
 from .optimizer import Optimizer, _no_grad_step, scalar
 
 
@@ -47,17 +53,43 @@ class Adagrad(Optimizer):
     def step(self, closure=None):
         loss = self._closure_loss(closure)
         for group in self._groups():
-            lr, lr_decay, eps = group["lr"], group["lr_decay"], group["eps"]
-            weight_decay = group["weight_decay"]
-            for p, grad in self._grads(group):
-                state = self.state[p]
-                state_sum = state["sum"]
-                state["step"].add_(1)
-                step = scalar(state["step"])
-                if weight_decay != 0:
-                    grad = grad.add(p, alpha=weight_decay)
-                clr = lr / (1 + (step - 1) * lr_decay)
-                state_sum.add_(grad * grad)                 # addcmul_(value=1): 1 * g is exact
-                std = sqrt(state_sum).add_(eps)
-                p.add_(grad * -clr / std)                   # addcdiv_
+            rest = self._fused_group(group) if _foreach.enabled(group) else None
+            self._single_group(group, rest)
         return loss
+
+    def _single_group(self, group, params=None):
+        """The per-parameter step (Tensor ops) over ``params`` (all of the group's if None)."""
+        lr, lr_decay, eps = group["lr"], group["lr_decay"], group["eps"]
+        weight_decay = group["weight_decay"]
+        for p, grad in self._grads(group, params):
+            state = self.state[p]
+            state_sum = state["sum"]
+            state["step"].add_(1)
+            step = scalar(state["step"])
+            if weight_decay != 0:
+                grad = grad.add(p, alpha=weight_decay)
+            clr = lr / (1 + (step - 1) * lr_decay)
+            state_sum.add_(grad * grad)                 # addcmul_(value=1): 1 * g is exact
+            std = sqrt(state_sum).add_(eps)
+            p.add_(grad * -clr / std)                   # addcdiv_
+
+    def _fused_group(self, group):
+        """The fused step (``_foreach``): the loop's ufuncs, in its order, on the arrays;
+        returns the parameters left to the loop."""
+        lr, lr_decay, eps = group["lr"], group["lr_decay"], group["eps"]
+        weight_decay, maximize = group["weight_decay"], group["maximize"]
+        fused, rest = _foreach.split(group, self.state.__getitem__)
+        for p, data, g, state in fused:
+            step = _foreach.count_step(state)
+            g, own = _foreach.gradient(data, g, maximize, weight_decay)
+            clr = lr / (1 + (step - 1) * lr_decay)
+            state_sum = state["sum"]
+            std = np.multiply(g, g)                     # addcmul_(value=1)
+            np.add(state_sum._data, std, out=state_sum._data)
+            _foreach.bump(state_sum)
+            np.sqrt(state_sum._data, out=std)
+            np.add(std, eps, out=std)
+            update = np.multiply(g, -clr, out=g if own else None)   # addcdiv_
+            np.add(data, np.divide(update, std, out=update), out=data)
+            _foreach.bump(p)
+        return rest

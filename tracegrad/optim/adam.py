@@ -13,8 +13,14 @@ float32 parameters follow PyTorch's to rounding. Per parameter, at step t:
 
 The bias corrections are computed in Python floats from ``state["step"]``, a
 float32 scalar tensor as in PyTorch's state dicts.
+
+``foreach`` (None or True) runs the step fused (``_foreach``: the same ufuncs on the
+arrays, bit for bit the loop's); False runs the per-parameter loop.
 """
+import numpy as np
+
 from ..ops import maximum, sqrt
+from . import _foreach
 from .optimizer import Optimizer, _no_grad_step, check_args, scalar
 
 
@@ -37,32 +43,76 @@ class Adam(Optimizer):
     def step(self, closure=None):
         loss = self._closure_loss(closure)
         for group in self._groups():
-            lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
-            beta1, beta2 = group["betas"]
-            amsgrad = group["amsgrad"]
-            for p, grad in self._grads(group):
-                state = self._state_for(p, amsgrad)
-                exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-                state["step"].add_(1)
-                if weight_decay != 0:
-                    if group["decoupled_weight_decay"]:
-                        p.mul_(1 - lr * weight_decay)
-                    else:
-                        grad = grad.add(p, alpha=weight_decay)
-                exp_avg.add_((grad - exp_avg) * (1 - beta1))           # lerp_(grad, 1 - beta1)
-                exp_avg_sq.mul_(beta2).add_(grad * (1 - beta2) * grad)  # addcmul_, same order
-                step = scalar(state["step"])
-                bias_correction1 = 1 - beta1 ** step
-                bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
-                step_size = lr / bias_correction1
-                if amsgrad:
-                    max_sq = state["max_exp_avg_sq"]
-                    max_sq.copy_(maximum(max_sq, exp_avg_sq))
-                    denom = (sqrt(max_sq) / bias_correction2_sqrt).add_(eps)
-                else:
-                    denom = (sqrt(exp_avg_sq) / bias_correction2_sqrt).add_(eps)
-                p.add_(exp_avg * -step_size / denom)                    # addcdiv_
+            rest = self._fused_group(group) if _foreach.enabled(group) else None
+            self._single_group(group, rest)
         return loss
+
+    def _single_group(self, group, params=None):
+        """The per-parameter step (Tensor ops) over ``params`` (all of the group's if None)."""
+        lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
+        beta1, beta2 = group["betas"]
+        amsgrad = group["amsgrad"]
+        for p, grad in self._grads(group, params):
+            state = self._state_for(p, amsgrad)
+            exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+            state["step"].add_(1)
+            if weight_decay != 0:
+                if group["decoupled_weight_decay"]:
+                    p.mul_(1 - lr * weight_decay)
+                else:
+                    grad = grad.add(p, alpha=weight_decay)
+            exp_avg.add_((grad - exp_avg) * (1 - beta1))           # lerp_(grad, 1 - beta1)
+            exp_avg_sq.mul_(beta2).add_(grad * (1 - beta2) * grad)  # addcmul_, same order
+            step = scalar(state["step"])
+            bias_correction1 = 1 - beta1 ** step
+            bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
+            step_size = lr / bias_correction1
+            if amsgrad:
+                max_sq = state["max_exp_avg_sq"]
+                max_sq.copy_(maximum(max_sq, exp_avg_sq))
+                denom = (sqrt(max_sq) / bias_correction2_sqrt).add_(eps)
+            else:
+                denom = (sqrt(exp_avg_sq) / bias_correction2_sqrt).add_(eps)
+            p.add_(exp_avg * -step_size / denom)                    # addcdiv_
+
+    def _fused_group(self, group):
+        """The fused step (``_foreach``): the loop's ufuncs, in its order, on the arrays,
+        through two temporaries a parameter; returns the parameters left to the loop."""
+        lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
+        beta1, beta2 = group["betas"]
+        amsgrad, maximize = group["amsgrad"], group["maximize"]
+        decoupled = weight_decay != 0 and group["decoupled_weight_decay"]
+        fused, rest = _foreach.split(group, lambda p: self._state_for(p, amsgrad))
+        for p, data, g, state in fused:
+            step = _foreach.count_step(state)
+            if decoupled:
+                np.multiply(data, 1 - lr * weight_decay, out=data)
+                _foreach.bump(p)
+            g, _ = _foreach.gradient(data, g, maximize, 0 if decoupled else weight_decay)
+            exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+            m, v = exp_avg._data, exp_avg_sq._data
+            tmp = np.subtract(g, m)                                 # lerp_(grad, 1 - beta1)
+            np.multiply(tmp, 1 - beta1, out=tmp)
+            np.add(m, tmp, out=m)
+            np.multiply(v, beta2, out=v)                            # addcmul_, same order
+            np.multiply(g, 1 - beta2, out=tmp)
+            np.multiply(tmp, g, out=tmp)
+            np.add(v, tmp, out=v)
+            _foreach.bump(exp_avg)
+            _foreach.bump(exp_avg_sq, 2)
+            if amsgrad:
+                max_sq = state["max_exp_avg_sq"]
+                v = np.maximum(max_sq._data, v, out=max_sq._data)
+                _foreach.bump(max_sq)
+            step_size = lr / (1 - beta1 ** step)
+            denom = np.sqrt(v, out=tmp)
+            np.divide(denom, (1 - beta2 ** step) ** 0.5, out=denom)
+            np.add(denom, eps, out=denom)
+            update = np.multiply(m, -step_size)                     # addcdiv_
+            np.divide(update, denom, out=update)
+            np.add(data, update, out=data)
+            _foreach.bump(p)
+        return rest
 
 
 class AdamW(Adam):

@@ -16,8 +16,14 @@ float32 parameters follow PyTorch's to rounding. Per parameter, at step t:
 ``step`` and ``mu_product`` are float32 scalar tensors as in PyTorch's state
 dicts; ``mu_product`` is multiplied in float32, as PyTorch does, and read back
 as a Python float for the step sizes.
+
+``foreach`` (None or True) runs the step fused (``_foreach``: the same ufuncs on the
+arrays, bit for bit the loop's); False runs the per-parameter loop.
 """
+import numpy as np
+
 from ..ops import sqrt
+from . import _foreach
 from .optimizer import Optimizer, _no_grad_step, check_args, scalar
 
 
@@ -41,29 +47,76 @@ class NAdam(Optimizer):
     def step(self, closure=None):
         loss = self._closure_loss(closure)
         for group in self._groups():
-            lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
-            beta1, beta2 = group["betas"]
-            momentum_decay = group["momentum_decay"]
-            for p, grad in self._grads(group):
-                state = self._state_for(p)
-                exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-                mu_product = state["mu_product"]
-                state["step"].add_(1)
-                step = scalar(state["step"])
-                bias_correction2 = 1 - beta2 ** step
-                if weight_decay != 0:
-                    if group["decoupled_weight_decay"]:
-                        p.mul_(1 - lr * weight_decay)
-                    else:
-                        grad = grad.add(p, alpha=weight_decay)
-                mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * momentum_decay)))
-                mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((step + 1) * momentum_decay)))
-                mu_product.mul_(mu)
-                exp_avg.add_((grad - exp_avg) * (1 - beta1))           # lerp_(grad, 1 - beta1)
-                exp_avg_sq.mul_(beta2).add_(grad * (1 - beta2) * grad)  # addcmul_, same order
-                denom = sqrt(exp_avg_sq / bias_correction2).add_(eps)
-                mu_product_value = scalar(mu_product)
-                mu_product_next = mu_product_value * mu_next
-                p.add_(grad * (-lr * (1.0 - mu) / (1.0 - mu_product_value)) / denom)  # addcdiv_
-                p.add_(exp_avg * ((-lr * mu_next) / (1.0 - mu_product_next)) / denom)
+            rest = self._fused_group(group) if _foreach.enabled(group) else None
+            self._single_group(group, rest)
         return loss
+
+    def _single_group(self, group, params=None):
+        """The per-parameter step (Tensor ops) over ``params`` (all of the group's if None)."""
+        lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
+        beta1, beta2 = group["betas"]
+        momentum_decay = group["momentum_decay"]
+        for p, grad in self._grads(group, params):
+            state = self._state_for(p)
+            exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+            mu_product = state["mu_product"]
+            state["step"].add_(1)
+            step = scalar(state["step"])
+            bias_correction2 = 1 - beta2 ** step
+            if weight_decay != 0:
+                if group["decoupled_weight_decay"]:
+                    p.mul_(1 - lr * weight_decay)
+                else:
+                    grad = grad.add(p, alpha=weight_decay)
+            mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * momentum_decay)))
+            mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((step + 1) * momentum_decay)))
+            mu_product.mul_(mu)
+            exp_avg.add_((grad - exp_avg) * (1 - beta1))           # lerp_(grad, 1 - beta1)
+            exp_avg_sq.mul_(beta2).add_(grad * (1 - beta2) * grad)  # addcmul_, same order
+            denom = sqrt(exp_avg_sq / bias_correction2).add_(eps)
+            mu_product_value = scalar(mu_product)
+            mu_product_next = mu_product_value * mu_next
+            p.add_(grad * (-lr * (1.0 - mu) / (1.0 - mu_product_value)) / denom)  # addcdiv_
+            p.add_(exp_avg * ((-lr * mu_next) / (1.0 - mu_product_next)) / denom)
+
+    def _fused_group(self, group):
+        """The fused step (``_foreach``): the loop's ufuncs, in its order, on the arrays;
+        returns the parameters left to the loop."""
+        lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
+        beta1, beta2 = group["betas"]
+        momentum_decay, maximize = group["momentum_decay"], group["maximize"]
+        decoupled = weight_decay != 0 and group["decoupled_weight_decay"]
+        fused, rest = _foreach.split(group, self._state_for)
+        for p, data, g, state in fused:
+            step = _foreach.count_step(state)
+            if decoupled:
+                np.multiply(data, 1 - lr * weight_decay, out=data)
+                _foreach.bump(p)
+            g, own = _foreach.gradient(data, g, maximize, 0 if decoupled else weight_decay)
+            mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * momentum_decay)))
+            mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((step + 1) * momentum_decay)))
+            mu_product = state["mu_product"]
+            np.multiply(mu_product._data, mu, out=mu_product._data)
+            _foreach.bump(mu_product)
+            exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+            m, v = exp_avg._data, exp_avg_sq._data
+            denom = np.subtract(g, m)                               # lerp_(grad, 1 - beta1)
+            np.multiply(denom, 1 - beta1, out=denom)
+            np.add(m, denom, out=m)
+            np.multiply(v, beta2, out=v)                            # addcmul_, same order
+            np.multiply(g, 1 - beta2, out=denom)
+            np.multiply(denom, g, out=denom)
+            np.add(v, denom, out=v)
+            _foreach.bump(exp_avg)
+            _foreach.bump(exp_avg_sq, 2)
+            np.divide(v, 1 - beta2 ** step, out=denom)
+            np.add(np.sqrt(denom, out=denom), eps, out=denom)
+            mu_product_value = mu_product._data.item()
+            mu_product_next = mu_product_value * mu_next
+            update = np.multiply(g, -lr * (1.0 - mu) / (1.0 - mu_product_value),
+                                 out=g if own else None)            # addcdiv_
+            np.add(data, np.divide(update, denom, out=update), out=data)
+            np.multiply(m, (-lr * mu_next) / (1.0 - mu_product_next), out=update)
+            np.add(data, np.divide(update, denom, out=update), out=data)
+            _foreach.bump(p, 2)
+        return rest

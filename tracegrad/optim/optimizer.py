@@ -2,7 +2,10 @@
 
 Subclasses implement ``step`` with in-place tracegrad ops under ``no_grad``,
 so parameters keep their identity (modules and other optimizers holding
-them see the update) and their version counters move. ``state_dict`` is
+them see the update) and their version counters move. In eager, unless
+``foreach=False``, the step runs fused instead (``_foreach``: the same
+update as NumPy ufuncs on the arrays, bit for bit, with the same version
+counts); a traced step (``tracegrad.compile``) always runs the ops. ``state_dict`` is
 PyTorch's format: ``{"state": {index: {...}}, "param_groups": [{..., "params":
 [index, ...]}]}`` with parameters numbered across groups in order.
 """
@@ -206,10 +209,11 @@ class Optimizer:
         return state
 
     @staticmethod
-    def _grads(group):
-        """``(p, grad)`` for each parameter of ``group`` that has a gradient; with
-        ``maximize`` the gradient is negated (the step ascends)."""
-        for p in group["params"]:
+    def _grads(group, params=None):
+        """``(p, grad)`` for each parameter of ``group`` (or of ``params``, those of it the
+        fused step left to the loop) that has a gradient; with ``maximize`` the gradient is
+        negated (the step ascends)."""
+        for p in group["params"] if params is None else params:
             if p.grad is not None:
                 yield p, (-p.grad if group.get("maximize") else p.grad)
 

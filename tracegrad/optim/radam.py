@@ -16,8 +16,14 @@ float32 parameters follow PyTorch's to rounding. Per parameter, at step t:
 While the variance estimate is too short (rho_t <= 5, the first steps) the
 step is plain bias-corrected momentum SGD. The scalars are Python floats from
 ``state["step"]``, a float32 scalar tensor as in PyTorch's state dicts.
+
+``foreach`` (None or True) runs the step fused (``_foreach``: the same ufuncs on the
+arrays, bit for bit the loop's); False runs the per-parameter loop.
 """
+import numpy as np
+
 from ..ops import sqrt
+from . import _foreach
 from .optimizer import Optimizer, _no_grad_step, check_args, scalar
 
 
@@ -39,30 +45,76 @@ class RAdam(Optimizer):
     def step(self, closure=None):
         loss = self._closure_loss(closure)
         for group in self._groups():
-            lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
-            beta1, beta2 = group["betas"]
-            for p, grad in self._grads(group):
-                state = self._state_for(p)
-                exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-                state["step"].add_(1)
-                step = scalar(state["step"])
-                if weight_decay != 0:
-                    if group["decoupled_weight_decay"]:
-                        p.mul_(1 - lr * weight_decay)
-                    else:
-                        grad = grad.add(p, alpha=weight_decay)
-                exp_avg.add_((grad - exp_avg) * (1 - beta1))           # lerp_(grad, 1 - beta1)
-                exp_avg_sq.mul_(beta2).add_(grad * (1 - beta2) * grad)  # addcmul_, same order
-                bias_correction1 = 1 - beta1 ** step
-                bias_correction2 = 1 - beta2 ** step
-                bias_corrected_exp_avg = exp_avg / bias_correction1
-                rho_inf = 2 / (1 - beta2) - 1
-                rho_t = rho_inf - 2 * step * (beta2 ** step) / bias_correction2
-                if rho_t > 5.0:
-                    rect = ((rho_t - 4) * (rho_t - 2) * rho_inf
-                            / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) ** 0.5
-                    adaptive_lr = bias_correction2 ** 0.5 / sqrt(exp_avg_sq).add_(eps)
-                    p.sub_(bias_corrected_exp_avg * lr * adaptive_lr * rect)  # add_(alpha=-1)
-                else:
-                    p.sub_(bias_corrected_exp_avg * lr)
+            rest = self._fused_group(group) if _foreach.enabled(group) else None
+            self._single_group(group, rest)
         return loss
+
+    def _single_group(self, group, params=None):
+        """The per-parameter step (Tensor ops) over ``params`` (all of the group's if None)."""
+        lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
+        beta1, beta2 = group["betas"]
+        for p, grad in self._grads(group, params):
+            state = self._state_for(p)
+            exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+            state["step"].add_(1)
+            step = scalar(state["step"])
+            if weight_decay != 0:
+                if group["decoupled_weight_decay"]:
+                    p.mul_(1 - lr * weight_decay)
+                else:
+                    grad = grad.add(p, alpha=weight_decay)
+            exp_avg.add_((grad - exp_avg) * (1 - beta1))           # lerp_(grad, 1 - beta1)
+            exp_avg_sq.mul_(beta2).add_(grad * (1 - beta2) * grad)  # addcmul_, same order
+            bias_correction1 = 1 - beta1 ** step
+            bias_correction2 = 1 - beta2 ** step
+            bias_corrected_exp_avg = exp_avg / bias_correction1
+            rho_inf = 2 / (1 - beta2) - 1
+            rho_t = rho_inf - 2 * step * (beta2 ** step) / bias_correction2
+            if rho_t > 5.0:
+                rect = ((rho_t - 4) * (rho_t - 2) * rho_inf
+                        / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) ** 0.5
+                adaptive_lr = bias_correction2 ** 0.5 / sqrt(exp_avg_sq).add_(eps)
+                p.sub_(bias_corrected_exp_avg * lr * adaptive_lr * rect)  # add_(alpha=-1)
+            else:
+                p.sub_(bias_corrected_exp_avg * lr)
+
+    def _fused_group(self, group):
+        """The fused step (``_foreach``): the loop's ufuncs, in its order, on the arrays;
+        returns the parameters left to the loop."""
+        lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
+        beta1, beta2 = group["betas"]
+        maximize = group["maximize"]
+        decoupled = weight_decay != 0 and group["decoupled_weight_decay"]
+        rho_inf = 2 / (1 - beta2) - 1
+        fused, rest = _foreach.split(group, self._state_for)
+        for p, data, g, state in fused:
+            step = _foreach.count_step(state)
+            if decoupled:
+                np.multiply(data, 1 - lr * weight_decay, out=data)
+                _foreach.bump(p)
+            g, _ = _foreach.gradient(data, g, maximize, 0 if decoupled else weight_decay)
+            exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+            m, v = exp_avg._data, exp_avg_sq._data
+            tmp = np.subtract(g, m)                                 # lerp_(grad, 1 - beta1)
+            np.multiply(tmp, 1 - beta1, out=tmp)
+            np.add(m, tmp, out=m)
+            np.multiply(v, beta2, out=v)                            # addcmul_, same order
+            np.multiply(g, 1 - beta2, out=tmp)
+            np.multiply(tmp, g, out=tmp)
+            np.add(v, tmp, out=v)
+            _foreach.bump(exp_avg)
+            _foreach.bump(exp_avg_sq, 2)
+            bias_correction2 = 1 - beta2 ** step
+            update = np.divide(m, 1 - beta1 ** step)
+            np.multiply(update, lr, out=update)
+            rho_t = rho_inf - 2 * step * (beta2 ** step) / bias_correction2
+            if rho_t > 5.0:
+                rect = ((rho_t - 4) * (rho_t - 2) * rho_inf
+                        / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) ** 0.5
+                adaptive_lr = np.add(np.sqrt(v, out=tmp), eps, out=tmp)
+                np.divide(bias_correction2 ** 0.5, adaptive_lr, out=adaptive_lr)
+                np.multiply(update, adaptive_lr, out=update)
+                np.multiply(update, rect, out=update)
+            np.subtract(data, update, out=data)
+            _foreach.bump(p)
+        return rest

@@ -7,7 +7,13 @@ float32 parameters follow PyTorch's to rounding:
     buf = g (first step) | buf * momentum + (1 - dampening) * g
     g = g + momentum * buf (nesterov) | buf
     p -= lr * g
+
+``foreach`` (None or True) runs the step fused (``_foreach``: the same ufuncs on the
+arrays, bit for bit the loop's); False runs the per-parameter loop.
 """
+import numpy as np
+
+from . import _foreach
 from .optimizer import Optimizer, _no_grad_step
 
 
@@ -31,19 +37,53 @@ class SGD(Optimizer):
     def step(self, closure=None):
         loss = self._closure_loss(closure)
         for group in self._groups():
-            lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
-            weight_decay, nesterov = group["weight_decay"], group["nesterov"]
-            for p, grad in self._grads(group):
-                if weight_decay != 0:
-                    grad = grad.add(p, alpha=weight_decay)
-                if momentum != 0:
-                    state = self.state[p]
-                    buf = state.get("momentum_buffer")
-                    if buf is None:
-                        self._first_step()
-                        buf = state["momentum_buffer"] = grad.detach().clone()
-                    else:
-                        buf.mul_(momentum).add_(grad, alpha=1 - dampening)
-                    grad = grad.add(buf, alpha=momentum) if nesterov else buf
-                p.add_(grad, alpha=-lr)
+            rest = self._fused_group(group) if _foreach.enabled(group) else None
+            self._single_group(group, rest)
         return loss
+
+    def _single_group(self, group, params=None):
+        """The per-parameter step (Tensor ops) over ``params`` (all of the group's if None)."""
+        lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
+        weight_decay, nesterov = group["weight_decay"], group["nesterov"]
+        for p, grad in self._grads(group, params):
+            if weight_decay != 0:
+                grad = grad.add(p, alpha=weight_decay)
+            if momentum != 0:
+                state = self.state[p]
+                buf = state.get("momentum_buffer")
+                if buf is None:
+                    self._first_step()
+                    buf = state["momentum_buffer"] = grad.detach().clone()
+                else:
+                    buf.mul_(momentum).add_(grad, alpha=1 - dampening)
+                grad = grad.add(buf, alpha=momentum) if nesterov else buf
+            p.add_(grad, alpha=-lr)
+
+    def _fused_group(self, group):
+        """The fused step (``_foreach``): the loop's ufuncs on the arrays; returns the
+        parameters it left to the loop."""
+        lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
+        weight_decay, nesterov, maximize = group["weight_decay"], group["nesterov"], \
+            group["maximize"]
+        # without momentum there is no state: none is made (the loop makes none either)
+        fused, rest = _foreach.split(group, self.state.__getitem__ if momentum != 0
+                                     else lambda p: {})
+        for p, data, g, state in fused:
+            g, own = _foreach.gradient(data, g, maximize, weight_decay)
+            if momentum != 0:
+                buf = state.get("momentum_buffer")
+                if buf is None:
+                    buf = state["momentum_buffer"] = _foreach.new_tensor(g.copy())
+                else:
+                    b = buf._data
+                    np.multiply(b, momentum, out=b)
+                    _foreach.add_scaled(b, g, 1 - dampening)
+                    _foreach.bump(buf, 2)
+                if nesterov:
+                    step = np.multiply(buf._data, momentum)
+                    g, own = np.add(g, step, out=step), True
+                else:
+                    g, own = buf._data, False
+            _foreach.add_scaled(data, g, -lr, g if own else None)
+            _foreach.bump(p)
+        return rest
