@@ -44,6 +44,7 @@ class Op:
     gc: dict = field(default_factory=dict)   # gradcheck keyword arguments
     fixed: tuple = None           # given input values instead of drawn ones
     xfail: dict = field(default_factory=dict)   # test name -> reason for a known failure
+    torch_rtol: float = 0.0       # PyTorch's own accuracy where it is not to rounding (float64)
 
     def sample(self, seed_extra=""):
         """The float64 input arrays of this entry (deterministic per entry name)."""
@@ -745,3 +746,4 @@ import op_table_fixes  # noqa: E402,F401 - the cases PyTorch's OpInfo samples fo
 import op_table_math  # noqa: E402,F401 - inverse trigonometry, log2, hypot, xlogy, addcmul...
 import op_table_stacking  # noqa: E402,F401 - atleast_*, hstack..., rot90, tensordot, kron...
 import op_table_reduce_more  # noqa: E402,F401 - nansum, median, quantile, cummax, logcumsumexp
+import op_table_special  # noqa: E402,F401 - lgamma, digamma, erfinv, Bessel, zeta... (SciPy)

@@ -124,8 +124,12 @@ def _entry_tol(entry, arrays, dtype, orders=1):
     inputs' products."""
     n_ops = (sum(a.size for a in arrays) + 16) * orders
     big = max([1.0] + [float(np.abs(a).max()) for a in arrays if a.size])
-    return close(dtype, n_ops=n_ops, factor=4 * _conditioning(entry, arrays) ** orders,
-                 scale=big ** 2)
+    tol = close(dtype, n_ops=n_ops, factor=4 * _conditioning(entry, arrays) ** orders,
+                scale=big ** 2)
+    if entry.torch_rtol:        # PyTorch's series for the function is accurate to this only
+        tol = dict(tol, rtol=max(tol["rtol"], entry.torch_rtol),
+                   atol=max(tol["atol"], entry.torch_rtol))
+    return tol
 
 
 def _graph_prims(tensors):

@@ -43,7 +43,7 @@ from .parallel import get_num_threads, set_num_threads
 from .serialization import load, save
 import importlib as _importlib
 _importlib.import_module("tracegrad.trace")  # loaded first, so tracegrad.trace is the op
-from . import linalg, testing
+from . import linalg, special, testing
 from .linalg import det, inverse, logdet, slogdet
 from .ops.more_ops import *  # noqa: F401,F403 - trace among them, over the module's name
 from .type_info import finfo, iinfo

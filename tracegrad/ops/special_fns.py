@@ -1,0 +1,235 @@
+"""Special functions: the gamma family, erfinv, Bessel functions, the normal distribution's
+functions, zeta and the incomplete gamma functions, computed by SciPy's ``scipy.special``
+(the ``scipy`` extra; CuPy's ``cupyx.scipy.special`` on a GPU). Without SciPy they raise an
+error that says how to install it. ``i0`` alone has NumPy's own ``np.i0``.
+
+Each is a primitive whose derivative is PyTorch's formula (``digamma`` for ``lgamma``,
+``polygamma(n + 1)`` for ``polygamma(n)``, ``i1`` for ``i0`` ...). Those PyTorch leaves
+without a derivative (the Bessel functions of ``torch.special``, zeta in its first
+argument, the incomplete gammas in ``a``) have none here either. ``lgamma`` also renders in
+C and CUDA (both have it); the others run as SciPy's calls in compiled code too.
+"""
+import math
+
+import numpy as np
+
+from .core import Primitive, op_error
+from .elementwise import _as_float, exp, log, sign, where
+from .rules import broadcast, float_promote, same_shape
+
+_SQRT_PI_2 = math.sqrt(math.pi) / 2
+_SQRT_2PI = math.sqrt(2 * math.pi)
+
+
+def scipy_special(xp, name, op):
+    """``scipy.special.<name>`` (``cupyx.scipy.special`` for CuPy arrays), or the error
+    naming ``op`` that says how to get it."""
+    try:
+        if xp is np:
+            import scipy.special as sp
+        else:
+            import cupyx.scipy.special as sp
+    except ImportError:
+        raise op_error(op, f"{op} needs SciPy's scipy.special: pip install "
+                           f"'tracegrad[scipy]'") from None
+    fn = getattr(sp, name, None)
+    if fn is None:
+        raise op_error(op, f"{op}: {sp.__name__}.{name} is not available here")
+    return fn
+
+
+def _in_dtype(xp, x, y):
+    """SciPy's result in ``x``'s dtype (some of its loops answer float64 for float32)."""
+    return y.astype(x.dtype, copy=False) if y.dtype != x.dtype else y
+
+
+def _unary(name, scipy_name, vjp, saves=("self",), c=None, method=True, inplace=True, doc=""):
+    """A float unary primitive computed by ``scipy.special.<scipy_name>``; with ``method``,
+    a public function (``tracegrad.<name>``) and ``Tensor`` methods too."""
+    def impl(xp, x):
+        x = _as_float(x)
+        return _in_dtype(xp, x, xp.asarray(scipy_special(xp, scipy_name, name)(x)))
+    helper = f"_{name}"
+    impl.__name__ = impl.__qualname__ = helper      # generated modules import it by name
+    globals()[helper] = impl
+    return Primitive(name, impl, dtype=float_promote, shape=same_shape,
+                     vjp=None if vjp is None else (vjp,), saves=saves,
+                     np=f"{helper}(np, {{self}})", c=c, kind="elementwise",
+                     helpers={helper: impl}, public=method, method=method,
+                     inplace_method=f"{name}_" if inplace and method else None, doc=doc)
+
+
+def _function(prim, name):
+    """``tracegrad.special.<name>``: ``prim`` over one tensor."""
+    def fn(input):
+        from .core import bind
+        return bind(prim, input)
+    fn.__name__ = fn.__qualname__ = name
+    return fn
+
+
+lgamma_p = _unary("lgamma", "gammaln", lambda g, x, out: g * digamma(x),
+                  c="lgamma({self})", doc="log |Gamma(x)|.")
+digamma_p = _unary("digamma", "psi", lambda g, x, out: g * polygamma(1, x),
+                   doc="The logarithmic derivative of Gamma (psi); -inf at 0, as PyTorch.")
+erfinv_p = _unary("erfinv", "erfinv", lambda g, x, out: g * _SQRT_PI_2 * exp(out * out),
+                  saves=("result",), doc="The inverse of erf, on (-1, 1).")
+
+
+def _i0_impl(xp, x):
+    x = _as_float(x)
+    if xp is np:
+        return np.i0(x).astype(x.dtype, copy=False)
+    return scipy_special(xp, "i0", "i0")(x)
+
+
+i0_p = Primitive("i0", _i0_impl, dtype=float_promote, shape=same_shape,
+                 vjp=(lambda g, x, out: g * special_i1(x),), saves=("self",),
+                 np="_i0(np, {self})", kind="elementwise", helpers={"_i0": _i0_impl},
+                 public="i0", method=True, inplace_method="i0_",
+                 doc="The modified Bessel function of the first kind, order 0.")
+special_i0e_p = _unary("special_i0e", "i0e",
+                       lambda g, x, out: g * (special_i1e(x) - sign(x) * out),
+                       saves=("self", "result"), method=False, inplace=False,
+                       doc="i0(x) * exp(-|x|).")
+special_i1_p = _unary("special_i1", "i1",
+                      lambda g, x, out: g * where(x == 0, 0.5, i0(x) - out / where(x == 0, 1.0,
+                                                                                   x)),
+                      saves=("self", "result"), method=False, inplace=False,
+                      doc="The modified Bessel function of the first kind, order 1.")
+special_i1e_p = _unary(
+    "special_i1e", "i1e",
+    lambda g, x, out: g * where(x == 0, 0.5, special_i0e(x) - out * (sign(x) + 1 / where(
+        x == 0, 1.0, x))),
+    saves=("self", "result"), method=False, inplace=False, doc="i1(x) * exp(-|x|).")
+special_ndtri_p = _unary("special_ndtri", "ndtri",
+                         lambda g, x, out: g * _SQRT_2PI * exp(out * out * 0.5),
+                         saves=("result",), method=False, inplace=False,
+                         doc="The inverse of the standard normal CDF.")
+special_log_ndtr_p = _unary(
+    "special_log_ndtr", "log_ndtr",
+    lambda g, x, out: g * exp(-(x * x) * 0.5 - out) / _SQRT_2PI,
+    saves=("self", "result"), method=False, inplace=False,
+    doc="log of the standard normal CDF, accurate far in the left tail.")
+special_erfcx_p = _unary("special_erfcx", "erfcx",
+                         lambda g, x, out: g * (2 * x * out - 2 / math.sqrt(math.pi)),
+                         saves=("self", "result"), method=False, inplace=False,
+                         doc="exp(x^2) * erfc(x).")
+BESSEL = {}
+for _name, _scipy in (("bessel_j0", "j0"), ("bessel_j1", "j1"), ("bessel_y0", "y0"),
+                      ("bessel_y1", "y1"), ("modified_bessel_i0", "i0"),
+                      ("modified_bessel_i1", "i1"), ("modified_bessel_k0", "k0"),
+                      ("modified_bessel_k1", "k1"), ("scaled_modified_bessel_k0", "k0e"),
+                      ("scaled_modified_bessel_k1", "k1e")):
+    BESSEL[_name] = _function(
+        _unary(f"special_{_name}", _scipy, None, saves=(), method=False, inplace=False,
+               doc=f"scipy.special.{_scipy}; no derivative, as in PyTorch."), _name)
+
+
+def _entr_impl(xp, x):
+    x = _as_float(x)
+    with np.errstate(all="ignore"):
+        y = -x * xp.log(xp.where(x > 0, x, 1))
+    return xp.where(x > 0, y, xp.where(x == 0, 0, xp.where(x < 0, -xp.inf, x))).astype(
+        x.dtype, copy=False)
+
+
+special_entr_p = Primitive(
+    "special_entr", _entr_impl, dtype=float_promote, shape=same_shape,
+    vjp=(lambda g, x, out: g * -(log(x) + 1),), saves=("self",), np="_entr(np, {self})",
+    kind="elementwise", helpers={"_entr": _entr_impl})
+
+
+def _polygamma_impl(xp, x, n):
+    x = _as_float(x)
+    if n == 0:
+        y = scipy_special(xp, "psi", "polygamma")(x)
+    else:
+        y = scipy_special(xp, "polygamma", "polygamma")(n, x)
+    return _in_dtype(xp, x, xp.asarray(y))
+
+
+polygamma_p = Primitive(
+    "polygamma", _polygamma_impl, args=("self",), dtype=lambda x, n: float_promote(x),
+    shape=lambda s, n: tuple(s), vjp=(lambda g, x, out, n: g * polygamma(n + 1, x),),
+    saves=("self",), kind="elementwise")
+
+
+def polygamma(n, input):
+    """The n-th derivative of digamma (n >= 0), as ``torch.polygamma(n, input)``."""
+    from .core import bind
+    if not isinstance(n, int) or n < 0:
+        raise op_error("polygamma", f"polygamma(n, x) does not support negative n. got {n}")
+    return bind(polygamma_p, input, n=n)
+
+
+def _zeta_impl(xp, x, q):
+    return scipy_special(xp, "zeta", "special.zeta")(_as_float(x), _as_float(q))
+
+
+special_zeta_p = Primitive(
+    "special_zeta", _zeta_impl, args=("self", "other"), dtype=float_promote, shape=broadcast,
+    vjp=(None, lambda g, x, q, out: g * -x * special_zeta(x + 1, q)),
+    saves=("self", "other"), kind="elementwise")
+
+
+def _gammainc_grad(g, a, x, upper):
+    """d/dx of the regularised lower (upper) incomplete gamma: +-x^(a-1) e^-x / Gamma(a)."""
+    d = exp((a - 1) * log(x) - x - lgamma(a))
+    return g * (-d if upper else d)
+
+
+special_gammainc_p = Primitive(
+    "special_gammainc",
+    lambda xp, a, x: scipy_special(xp, "gammainc", "special.gammainc")(_as_float(a),
+                                                                       _as_float(x)),
+    args=("self", "other"), dtype=float_promote, shape=broadcast,
+    vjp=(None, lambda g, a, x, out: _gammainc_grad(g, a, x, False)),
+    saves=("self", "other"), kind="elementwise")
+special_gammaincc_p = Primitive(
+    "special_gammaincc",
+    lambda xp, a, x: scipy_special(xp, "gammaincc", "special.gammaincc")(_as_float(a),
+                                                                         _as_float(x)),
+    args=("self", "other"), dtype=float_promote, shape=broadcast,
+    vjp=(None, lambda g, a, x, out: _gammainc_grad(g, a, x, True)),
+    saves=("self", "other"), kind="elementwise")
+
+
+def _binary_fn(prim, name):
+    def fn(input, other):
+        from ..tensor import Tensor
+        from .core import bind
+        from .math_ops import _operands
+        if not isinstance(input, Tensor) or not isinstance(other, Tensor):
+            input, other = _operands(input, other)
+        return bind(prim, input, other)
+    fn.__name__ = name
+    return fn
+
+
+special_zeta = _binary_fn(special_zeta_p, "zeta")
+special_gammainc = _binary_fn(special_gammainc_p, "gammainc")
+special_gammaincc = _binary_fn(special_gammaincc_p, "gammaincc")
+special_i0e = _function(special_i0e_p, "i0e")
+special_i1 = _function(special_i1_p, "i1")
+special_i1e = _function(special_i1e_p, "i1e")
+special_ndtri = _function(special_ndtri_p, "ndtri")
+special_log_ndtr = _function(special_log_ndtr_p, "log_ndtr")
+special_erfcx = _function(special_erfcx_p, "erfcx")
+special_entr = _function(special_entr_p, "entr")
+
+
+def _install_polygamma():
+    from ..tensor import Tensor
+
+    def method(self, n):
+        return polygamma(n, self)
+
+    def method_(self, n):
+        return self.copy_(polygamma(n, self))
+    Tensor.polygamma, Tensor.polygamma_ = method, method_
+
+
+_install_polygamma()
+
+__all__ = ["lgamma", "digamma", "erfinv", "i0", "polygamma"]
