@@ -1,0 +1,1 @@
+"""Op-table entries for ops/pointwise_more.py."""
