@@ -45,6 +45,8 @@ import importlib as _importlib
 _importlib.import_module("tracegrad.trace")  # loaded first, so tracegrad.trace is the op
 from . import linalg, special, testing
 from .linalg import det, inverse, logdet, slogdet
+from .linalg_more import _LEGACY as _legacy_linalg
+globals().update(_legacy_linalg)     # torch.cholesky, torch.svd (U, S, V), torch.qr, ...
 from .ops.more_ops import *  # noqa: F401,F403 - trace among them, over the module's name
 from .type_info import finfo, iinfo
 

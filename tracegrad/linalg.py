@@ -264,5 +264,13 @@ def matrix_power(A, n):
     return out
 
 
+from .linalg_more import (  # noqa: E402 - built on the functions above
+    cholesky_ex, cond, cross, diagonal, inv_ex, matrix_exp, multi_dot, pinv, solve_ex,
+    solve_triangular, tensorinv, tensorsolve, vander, vecdot,
+)
+
 __all__ = ["inv", "solve", "det", "slogdet", "cholesky", "qr", "eigh", "eigvalsh", "svd",
-           "svdvals", "lstsq", "matrix_rank", "norm", "vector_norm", "matrix_norm", "matrix_power"]
+           "svdvals", "lstsq", "matrix_rank", "norm", "vector_norm", "matrix_norm", "matrix_power",
+           "cholesky_ex", "cond", "cross", "diagonal", "inv_ex", "matrix_exp", "multi_dot",
+           "pinv", "solve_ex", "solve_triangular", "tensorinv", "tensorsolve", "vander",
+           "vecdot"]

@@ -15,7 +15,7 @@ import math
 from .. import dtypes
 from ..tensor import Tensor
 from .core import Primitive, op_error
-from .declare import method
+from .declare import install_method, method
 from .elementwise import (
     _as_float, _clamp_max, _clamp_min, _keep, binary, clamp, eq, exp, isnan, log, logical_and,
     logical_not, sign, sin, trunc, unary_float, where,
@@ -86,8 +86,8 @@ arcsin, arccos, arctan = asin, acos, atan            # noqa: F821 - declared abo
 arcsinh, arccosh, arctanh = asinh, acosh, atanh      # noqa: F821
 for _alias, _name in (("arcsin", "asin"), ("arccos", "acos"), ("arctan", "atan"),
                       ("arcsinh", "asinh"), ("arccosh", "acosh"), ("arctanh", "atanh")):
-    setattr(Tensor, _alias, getattr(Tensor, _name))
-    setattr(Tensor, _alias + "_", getattr(Tensor, _name + "_"))
+    install_method(_alias, getattr(Tensor, _name))
+    install_method(_alias + "_", getattr(Tensor, _name + "_"))
 
 
 # composites -------------------------------------------------------------------------------
@@ -223,9 +223,8 @@ def _inplace_composite(fn):
     return apply
 
 
-for _fn in (deg2rad, rad2deg, frac, fix, sgn, logit, xlogy, float_power, addcmul, addcdiv,
-            sinc):
-    setattr(Tensor, _fn.__name__ + "_", _inplace_composite(_fn))
+for _fn in (deg2rad, rad2deg, frac, sgn, logit, xlogy, float_power, addcmul, addcdiv, sinc):
+    install_method(_fn.__name__ + "_", _inplace_composite(_fn))
 
 __all__ = ["sinh", "cosh", "tan", "asin", "acos", "atan", "asinh", "acosh", "atanh", "arcsin",
            "arccos", "arctan", "arcsinh", "arccosh", "arctanh", "log2", "log10", "exp2",
