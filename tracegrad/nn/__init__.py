@@ -6,23 +6,27 @@ autograd and traces unchanged under ``tracegrad.compile``.
 from . import functional, init
 from . import utils
 from .activation import (
-    ELU, GELU, GLU, Hardsigmoid, Hardswish, LeakyReLU, LogSoftmax, Mish, PReLU, ReLU, Sigmoid,
-    SiLU, Softmax, Softplus, Tanh,
+    CELU, ELU, GELU, GLU, SELU, Hardshrink, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU,
+    LogSigmoid, LogSoftmax, Mish, PReLU, ReLU, ReLU6, RReLU, Sigmoid, SiLU, Softmax, Softmax2d,
+    Softmin, Softplus, Softshrink, Softsign, Tanh, Tanhshrink, Threshold,
 )
 from .attention import MultiheadAttention
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
+from .distance import CosineSimilarity, PairwiseDistance
 from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
 from .fold import Fold, Unfold
-from .linear import Flatten, Identity, Linear, Unflatten
+from .linear import Bilinear, Flatten, Identity, Linear, Unflatten
 from .loss import (
-    BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss,
-    SmoothL1Loss,
+    BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CrossEntropyLoss, GaussianNLLLoss,
+    HingeEmbeddingLoss, HuberLoss, KLDivLoss, L1Loss, MarginRankingLoss, MSELoss,
+    MultiLabelMarginLoss, MultiLabelSoftMarginLoss, MultiMarginLoss, NLLLoss, PoissonNLLLoss,
+    SmoothL1Loss, SoftMarginLoss, TripletMarginLoss, TripletMarginWithDistanceLoss,
 )
 from .module import Module
 from .normalization import (
     BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, InstanceNorm1d, InstanceNorm2d,
-    InstanceNorm3d, LayerNorm, LocalResponseNorm,
+    InstanceNorm3d, LayerNorm, LocalResponseNorm, RMSNorm,
 )
 from .padding import (
     CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d, ConstantPad2d, ConstantPad3d,
@@ -68,3 +72,10 @@ __all__ += ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell
             "MultiheadAttention", "Transformer", "TransformerEncoder", "TransformerDecoder",
             "TransformerEncoderLayer", "TransformerDecoderLayer", "ParameterList",
             "ParameterDict", "Unflatten", "Dropout1d", "Dropout2d", "Dropout3d", "modules"]
+__all__ += ["ReLU6", "Hardtanh", "SELU", "CELU", "Softsign", "Softmin", "Threshold", "Hardshrink",
+            "Softshrink", "Tanhshrink", "LogSigmoid", "Softmax2d", "RReLU", "RMSNorm",
+            "PairwiseDistance", "CosineSimilarity", "Bilinear", "MarginRankingLoss",
+            "HingeEmbeddingLoss", "CosineEmbeddingLoss", "SoftMarginLoss",
+            "MultiLabelSoftMarginLoss", "MultiLabelMarginLoss", "MultiMarginLoss",
+            "GaussianNLLLoss", "PoissonNLLLoss", "TripletMarginLoss",
+            "TripletMarginWithDistanceLoss"]

@@ -32,6 +32,16 @@ from .functional_loss import (  # noqa: F401 - the losses are F.mse_loss and so 
     _reduction, binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy,
     huber_loss, kl_div, l1_loss, mse_loss, nll_loss, smooth_l1_loss,
 )
+from .functional_loss_more import (  # noqa: F401 - the margin, embedding, NLL, triplet losses
+    cosine_embedding_loss, gaussian_nll_loss, hinge_embedding_loss, margin_ranking_loss,
+    multi_margin_loss, multilabel_margin_loss, multilabel_soft_margin_loss, poisson_nll_loss,
+    soft_margin_loss, triplet_margin_loss, triplet_margin_with_distance_loss,
+)
+from .functional_more import (  # noqa: F401 - more activations, distances, rms_norm, bilinear
+    bilinear, celu, celu_, elu_, hardshrink, hardtanh, hardtanh_, leaky_relu_, pairwise_distance,
+    pdist, relu6, relu_, rms_norm, rrelu, rrelu_, selu, selu_, softmin, softshrink, softsign,
+    tanhshrink, threshold, threshold_,
+)
 from .functional_norm import (  # noqa: F401 - the per-sample norms
     group_norm, instance_norm, local_response_norm,
 )

@@ -7,6 +7,7 @@ rules are PyTorch's, so the distributions match; the numbers themselves come
 from NumPy's PCG64 and differ from PyTorch's.
 """
 import math
+import warnings
 
 from .. import creation
 from ..autograd.grad_mode import no_grad
@@ -142,3 +143,93 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
                                device=tensor.device) * std + mean
         z = where(bad, fresh, z)
     return _fill_from(tensor, z.clamp(a, b))
+
+
+def eye_(tensor):
+    """Fill a 2-D tensor with the identity (ones on the main diagonal)."""
+    if tensor.ndim != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    return _fill_from(tensor, creation.eye(*tensor.shape, dtype=tensor.dtype,
+                                           device=tensor.device))
+
+
+def dirac_(tensor, groups=1):
+    """Fill a 3-, 4- or 5-D convolution weight with the Dirac delta: each of the first
+    ``min(out / groups, in)`` channels of every group passes its input channel through the
+    kernel's centre, so the convolution is the identity on them."""
+    if tensor.ndim not in (3, 4, 5):
+        raise ValueError("Only tensors with 3, 4, or 5 dimensions are supported")
+    if tensor.shape[0] % groups != 0:
+        raise ValueError("dim 0 must be divisible by groups")
+    per_group = tensor.shape[0] // groups
+    centre = tuple(n // 2 for n in tensor.shape[2:])
+    with no_grad():
+        tensor.zero_()
+        for g in range(groups):
+            for d in range(min(per_group, tensor.shape[1])):
+                tensor[(g * per_group + d, d) + centre] = 1
+    return tensor
+
+
+def orthogonal_(tensor, gain=1, generator=None):
+    """Fill with a (semi-)orthogonal matrix (Saxe et al.): the Q of a normal matrix's QR,
+    its columns' signs fixed by R's diagonal so Q is uniform (Haar), times ``gain``; dims
+    past the first are flattened."""
+    from .. import linalg
+    if tensor.ndim < 2:
+        raise ValueError("Only tensors with 2 or more dimensions are supported")
+    if tensor.numel() == 0:
+        return tensor
+    rows = tensor.shape[0]
+    cols = tensor.numel() // rows
+    flat = creation.randn((rows, cols), generator=generator, dtype=tensor.dtype,
+                          device=tensor.device)
+    if rows < cols:
+        flat = flat.t()
+    q, r = linalg.qr(flat)
+    q = q * r.diagonal().sign()
+    if rows < cols:
+        q = q.t()
+    return _fill_from(tensor, (q * gain).reshape(tensor.shape))
+
+
+def sparse_(tensor, sparsity, std=0.01, generator=None):
+    """Fill a 2-D tensor with N(0, std^2) and zero ``ceil(sparsity * rows)`` random rows of
+    every column (Martens, 2010)."""
+    if tensor.ndim != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    rows, cols = tensor.shape
+    num_zeros = math.ceil(sparsity * rows)
+    normal_(tensor, 0.0, std, generator)
+    with no_grad():
+        for col in range(cols):
+            zero_rows = creation.randperm(rows, generator=generator, device=tensor.device)
+            tensor[zero_rows[:num_zeros], col] = 0
+    return tensor
+
+
+def _make_deprecate(method):
+    """PyTorch's old name (no trailing underscore) of ``method``: warns, then calls it."""
+    new_name = method.__name__
+    old_name = new_name[:-1]
+
+    def deprecated_init(*args, **kwargs):
+        warnings.warn(f"`nn.init.{old_name}` is now deprecated in favor of "
+                      f"`nn.init.{new_name}`.", FutureWarning, stacklevel=2)
+        return method(*args, **kwargs)
+    deprecated_init.__doc__ = f"{old_name}(...): deprecated, use ``nn.init.{new_name}``."
+    deprecated_init.__name__ = old_name
+    return deprecated_init
+
+
+uniform = _make_deprecate(uniform_)
+normal = _make_deprecate(normal_)
+constant = _make_deprecate(constant_)
+eye = _make_deprecate(eye_)
+dirac = _make_deprecate(dirac_)
+xavier_uniform = _make_deprecate(xavier_uniform_)
+xavier_normal = _make_deprecate(xavier_normal_)
+kaiming_uniform = _make_deprecate(kaiming_uniform_)
+kaiming_normal = _make_deprecate(kaiming_normal_)
+orthogonal = _make_deprecate(orthogonal_)
+sparse = _make_deprecate(sparse_)

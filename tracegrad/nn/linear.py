@@ -1,4 +1,7 @@
-"""``Linear``, ``Identity`` and ``Flatten``: the layers that only reshape or map linearly."""
+"""``Linear``, ``Bilinear``, ``Identity`` and ``Flatten``: the layers that only reshape or map
+linearly."""
+import math
+
 from .. import creation
 from . import functional as F, init
 from .module import Module
@@ -76,3 +79,37 @@ class Unflatten(Module):
 
     def extra_repr(self):
         return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
+
+
+class Bilinear(Module):
+    """``y = x1 @ weight[o] @ x2 + bias`` with ``weight`` of shape ``(out_features,
+    in1_features, in2_features)``; weight and bias start U(-1/sqrt(in1), 1/sqrt(in1)), as
+    PyTorch's."""
+
+    def __init__(self, in1_features, in2_features, out_features, bias=True, device=None,
+                 dtype=None):
+        super().__init__()
+        self.in1_features = in1_features
+        self.in2_features = in2_features
+        self.out_features = out_features
+        factory = {"device": device, "dtype": dtype}
+        self.weight = Parameter(creation.empty(out_features, in1_features, in2_features,
+                                               **factory))
+        if bias:
+            self.bias = Parameter(creation.empty(out_features, **factory))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        bound = 1 / math.sqrt(self.weight.shape[1])
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input1, input2):
+        return F.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self):
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")

@@ -2,7 +2,7 @@
 file (``nn.modules.rnn.LSTM``, ``nn.modules.conv.Conv2d``, ...), each re-exporting the
 layers defined in ``tracegrad/nn``; every layer is also here, as in PyTorch."""
 from . import (  # noqa: F401
-    activation, batchnorm, container, conv, dropout, flatten, fold, instancenorm, linear, loss,
+    activation, batchnorm, container, conv, distance, dropout, flatten, fold, instancenorm, linear, loss,
     module, normalization, padding, pixelshuffle, pooling, rnn, sparse, transformer, upsampling,
     utils,
 )
@@ -10,6 +10,7 @@ from .activation import *  # noqa: F401,F403
 from .batchnorm import *  # noqa: F401,F403
 from .container import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
+from .distance import *  # noqa: F401,F403
 from .dropout import *  # noqa: F401,F403
 from .flatten import *  # noqa: F401,F403
 from .fold import *  # noqa: F401,F403

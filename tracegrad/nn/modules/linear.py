@@ -1,4 +1,4 @@
 """``nn.modules.linear``: PyTorch's path to layers defined in ``nn/linear.py``."""
-from ..linear import Identity, Linear  # noqa: F401
+from ..linear import Bilinear, Identity, Linear  # noqa: F401
 
-__all__ = ["Identity", "Linear"]
+__all__ = ["Identity", "Linear", "Bilinear"]
