@@ -142,6 +142,8 @@ op("tanh_backward[d tanh]", lambda lib, x: _derivative(lib, lib.tanh, x),
    lambda x: 1 - np.tanh(x) ** 2, [(3, 4)], ["tanh_backward"])
 op("sigmoid_backward[d sigmoid]", lambda lib, x: _derivative(lib, lib.sigmoid, x),
    lambda x: _sigmoid(x) * (1 - _sigmoid(x)), [(3, 4)], ["sigmoid_backward"])
+op("threshold_backward[d relu]", lambda lib, x: _derivative(lib, lib.relu, x) * x,
+   lambda x: np.where(x > 0, x, 0.0), [(3, 4)], ["threshold_backward"])
 op("neg[operator]", lambda lib, x: -x, np.negative, [(2, 3)], ["neg"])
 op("abs[operator]", lambda lib, x: abs(x), np.abs, [(2, 3)], ["abs"])
 def _gelu(lib, x, **kw):

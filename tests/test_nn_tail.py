@@ -133,17 +133,10 @@ def test_activation_matches_torch(name, dtype):
     compare(ACTIVATIONS[name], [x], dtype, second=True)
 
 
-@pytest.mark.xfail(reason="existing F.logsigmoid (tracegrad/nn/functional.py, not edited here): "
-                          "min(x, 0) - log1p(exp(-|x|)) has second derivative 0 at x = 0 "
-                          "(abs''(0) = 0); PyTorch's is -1/4", strict=True)
 def test_logsigmoid_second_derivative_at_zero():
     compare(ACTIVATIONS["logsigmoid"], [np.array([0.0, 1.0])], tg.float64, second=True)
 
 
-@pytest.mark.xfail(reason="existing F.elu (tracegrad/nn/functional.py, not edited here): its "
-                          "second derivative at x = 0 is alpha (clamp passes the gradient on "
-                          "its bound); PyTorch's double backward masks x < 0, giving 0",
-                   strict=True)
 def test_elu_second_derivative_at_zero():
     compare(lambda F, x: F.elu(x, 0.5), [np.array([0.0, 1.0])], tg.float64, second=True)
 

@@ -82,9 +82,14 @@ def silu(input, inplace=False):
 
 @backward_name("LogSigmoidBackward0")
 def log_sigmoid(input):
-    """log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)), which never overflows. At x = 0 the
-    tie rule of ``minimum`` gives 1/2 and ``abs'(0) = 0``, so the slope is PyTorch's 1/2."""
-    return minimum(input, 0.0) - log1p(exp(-abs(input)))
+    """log(sigmoid(x)): x - log1p(exp(x)) below 0, -log1p(exp(-x)) from 0 on, each branch fed
+    only its own side of 0 (so neither exp overflows, nor makes the other's gradient NaN).
+    Both branches are smooth and meet smoothly, so the slope at 0 is 1/2 and the second
+    derivative -1/4, as PyTorch's."""
+    below = input < 0
+    neg = where(below, input, 0.0)
+    pos = where(below, 0.0, input)
+    return where(below, neg - log1p(exp(neg)), -log1p(exp(-pos)))
 
 
 logsigmoid = log_sigmoid
@@ -106,9 +111,10 @@ def leaky_relu(input, negative_slope=0.01, inplace=False):
 
 
 def _elu(input, alpha):
-    # expm1 of min(x, 0): the dropped branch stays finite for large x (no 0 * inf = NaN);
-    # clamp passes the gradient on its bound, so the slope at 0 is alpha, PyTorch's
-    return where(input > 0, input, expm1(input.clamp(max=0.0)) * alpha)
+    """PyTorch's elu: slope alpha at 0, second derivative 0 there (functional_more's
+    ``_scaled_elu``, which selu and celu share)."""
+    from .functional_more import _scaled_elu
+    return _scaled_elu(input, alpha, 1.0, 1.0)
 
 
 @backward_name("EluBackward0")

@@ -185,12 +185,25 @@ sign_p = Primitive("sign", lambda xp, x: _sign(xp, x), dtype=promote, shape=same
 # and the rule reads the saved result (relu'(0) = 0; relu'(nan) = 1, as PyTorch's
 # threshold_backward, which zeroes only where out <= 0). NaN stays NaN, relu(-0.0) is +0.0.
 relu_p = Primitive("relu", lambda xp, x: xp.maximum(x, x.dtype.type(0)), dtype=promote,
-                   shape=same_shape, vjp=(lambda g, x, out: where(out <= 0, 0, g),),
+                   shape=same_shape, vjp=(lambda g, x, out: bind(threshold_backward_p, g, out),),
                    saves=("result",), np="np.maximum({self}, 0)",
                    np_out="np.maximum({self}, 0, out={out})",
                    c="({self} > 0 || isnan({self}) ? {self} : 0)", kind="elementwise",
                    inplace=lambda xp, x: xp.maximum(x, x.dtype.type(0), out=x),
                    public=True, method=True, inplace_method="relu_", doc="max(x, 0); relu'(0) = 0.")
+
+
+# relu's gradient as one op (PyTorch's threshold_backward): its result depends on the saved
+# output, so under create_graph it requires grad, and its derivative in the output is zero
+# (PyTorch's: a second derivative of relu is zeros, not "does not require grad").
+threshold_backward_p = Primitive(
+    "threshold_backward", lambda xp, g, y: xp.where(y <= 0, g.dtype.type(0), g),
+    args=("grad_output", "output"), dtype=promote, shape=broadcast, saves=("output",),
+    vjp=(lambda gg, g, y, out: bind(threshold_backward_p, gg, y),
+         lambda gg, g, y, out: gg * 0),
+    np="np.where({output} <= 0, 0, {grad_output})",
+    np_out="np.copyto({out}, np.where({output} <= 0, 0, {grad_output}))",
+    c="({output} <= 0 ? 0 : {grad_output})", kind="elementwise")
 
 
 def _sign(xp, x):

@@ -51,7 +51,9 @@ def split(group, make_state):
     fused path runs exactly; ``rest``, the parameters left to the loop (among them 0-d
     ones: a ufunc over 0-d arrays returns a NumPy scalar, which ``out=`` can't take).
     ``make_state(p)`` gives p's state (making it at the first step, in the loop's order);
-    its tensors must hold p's dtype (``_same_dtype``).
+    its tensors must hold p's dtype (``_same_dtype``). It is called for the parameters left
+    to the loop too, so that the state is made in the parameters' order, as PyTorch's state
+    dicts list it.
 
     The parameters are not bucketed by (dtype, device): the ufuncs run one parameter at a
     time, each in its own dtype, and NumPy casts Python-float operands faster than it takes
@@ -62,12 +64,12 @@ def split(group, make_state):
         if grad is None:
             continue
         data, g = p._data, grad._data
+        state = make_state(p)
         if (type(data) is not np.ndarray or type(g) is not np.ndarray or not data.ndim
                 or data.dtype.kind not in _FLOAT_KINDS or g.dtype != data.dtype
                 or p.is_inference()):
             rest.append(p)
             continue
-        state = make_state(p)
         if _same_dtype(state, data.dtype):
             fused.append((p, data, g, state))
         else:

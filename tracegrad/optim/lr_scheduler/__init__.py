@@ -19,12 +19,15 @@ Contract (PyTorch 2.x's):
 """
 
 from .base import LRScheduler, _LRScheduler  # noqa: F401 - _LRScheduler: PyTorch's old name
-from .cycles import CosineAnnealingWarmRestarts, OneCycleLR, SequentialLR
+from .cycles import ChainedScheduler, CosineAnnealingWarmRestarts, OneCycleLR, SequentialLR
+from .cyclic import CyclicLR
 from .plateau import ReduceLROnPlateau
 from .simple import (
-    CosineAnnealingLR, ExponentialLR, LambdaLR, LinearLR, MultiStepLR, StepLR,
+    ConstantLR, CosineAnnealingLR, ExponentialLR, LambdaLR, LinearLR, MultiplicativeLR,
+    MultiStepLR, PolynomialLR, StepLR,
 )
 
-__all__ = ["LRScheduler", "LambdaLR", "StepLR", "MultiStepLR", "LinearLR", "ExponentialLR",
-           "SequentialLR", "CosineAnnealingLR", "ReduceLROnPlateau",
-           "CosineAnnealingWarmRestarts", "OneCycleLR"]
+__all__ = ["LRScheduler", "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR",
+           "LinearLR", "ExponentialLR", "SequentialLR", "CosineAnnealingLR", "ChainedScheduler",
+           "ReduceLROnPlateau", "CyclicLR", "CosineAnnealingWarmRestarts", "OneCycleLR",
+           "PolynomialLR"]

@@ -1,10 +1,12 @@
-"""Schedules over cycles and phases: warm restarts, one cycle, one schedule after another."""
+"""Schedules over cycles and phases: warm restarts, one cycle, one schedule after another,
+schedules stepped together."""
 import math
 from bisect import bisect_right
 
 from ..optimizer import Optimizer
 from .base import (
-    _Flag, _format_param, LRScheduler, replayed, _set_group_value, _warn_get_lr_called_within_step,
+    _Flag, _format_param, _group_values, LRScheduler, replayed, _set_group_value,
+    _warn_get_lr_called_within_step,
 )
 from .plateau import ReduceLROnPlateau
 
@@ -247,3 +249,40 @@ class SequentialLR(LRScheduler):
         self.__dict__.update({k: v for k, v in state_dict.items() if k != "_schedulers"})
         for scheduler, saved in zip(self._schedulers, state_dict["_schedulers"]):
             scheduler.load_state_dict(saved)
+
+
+class ChainedScheduler(LRScheduler):
+    """Step every scheduler of ``schedulers`` (chainable ones, on one optimizer) at each
+    ``step()``, in order, so their changes to the lr compose. Its construction steps none."""
+
+    def __init__(self, schedulers, optimizer=None):
+        name = type(self).__name__
+        if len(schedulers) < 1:
+            raise ValueError(f"{name} expects at least one scheduler to be chained, but got no "
+                             f"scheduler.")
+        optimizer = optimizer or schedulers[0].optimizer
+        for i, scheduler in enumerate(schedulers):
+            if not hasattr(scheduler, "optimizer"):
+                raise TypeError(f"{name} at index {i} should have `optimizer` as its attribute.")
+            if isinstance(scheduler, ReduceLROnPlateau):
+                raise ValueError(f"{name} does not support `ReduceLROnPlateau` scheduler as it "
+                                 f"requires additional kwargs to be specified when calling "
+                                 f"`step`, but got one at index {i} in the given schedulers "
+                                 f"sequence.")
+            if optimizer != scheduler.optimizer:
+                raise ValueError(f"{name} expects all schedulers to belong to the same "
+                                 f"optimizer, but got scheduler {type(scheduler).__name__} at "
+                                 f"index {i} has {scheduler.optimizer}, which is different "
+                                 f"from {type(optimizer).__name__}.")
+        self._schedulers = schedulers
+        self.optimizer = optimizer
+        self._last_lr = _group_values(schedulers[-1].optimizer, "lr")
+
+    @replayed
+    def step(self):
+        for scheduler in self._schedulers:
+            scheduler.step()
+        self._last_lr = _group_values(self._schedulers[-1].optimizer, "lr")
+
+    state_dict = SequentialLR.state_dict
+    load_state_dict = SequentialLR.load_state_dict
