@@ -89,8 +89,10 @@ def test_every_method_in_place_method_and_operator_is_still_on_tensor():
     assert isinstance(Tensor.__dict__["mT"], property)
 
 
-def test_the_ops_namespace_exports_the_same_names():
-    assert set(ops.__all__) == set(OPS_ALL)
+def test_the_ops_namespace_keeps_every_name_it_exported():
+    """Declaring ops through the table lost no name the namespace had (new ops add names)."""
+    assert set(OPS_ALL) <= set(ops.__all__)
+    assert not [n for n in ops.__all__ if n.startswith("_")]
 
 
 def test_functions_and_methods_are_one_object():

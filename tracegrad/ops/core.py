@@ -233,12 +233,21 @@ def _inplace_method(prim, name):
     return method
 
 
+_HELPERS = set()       # code objects of declaration helpers (``declaration_helper``)
+
+
+def declaration_helper(fn):
+    """Mark ``fn`` (``unary_float``, ``binary``...) as a helper that declares primitives for
+    its caller: the functions they generate go to the caller's module, not the helper's."""
+    _HELPERS.add(fn.__code__)
+    return fn
+
+
 def _declaring_module():
     """The globals of the module whose code declares a primitive: the first frame outside
-    this module that runs a module's top level (past helpers such as ``unary_float``, which
-    may live in another module than the declaration)."""
+    this module and outside the declaration helpers."""
     f = sys._getframe(1)
-    while f.f_globals is globals() or (f.f_code.co_name != "<module>" and f.f_back is not None):
+    while f.f_globals is globals() or f.f_code in _HELPERS:
         f = f.f_back
     return f.f_globals
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import dtypes
 from ..device import as_device, to_device
-from .core import Primitive, bind, inplace, op_error
+from .core import Primitive, bind, declaration_helper, inplace, op_error
 from .declare import method
 from .rules import broadcast, float_promote, promote, same_shape, to_bool
 from .special import erf as _erf
@@ -22,6 +22,7 @@ from .special import erf as _erf
 _SQRT_PI_2 = 2.0 / math.sqrt(math.pi)
 
 
+@declaration_helper
 def unary_float(name, impl, vjp, np_t, c, saves=("self",), node=None, np_out=None, cuda=None,
                 **declare):
     """An elementwise math primitive: ints and bools compute in the default float dtype.
@@ -211,6 +212,7 @@ def _sign(xp, x):
     return xp.nan_to_num(s) if s.dtype.kind == "f" else s
 
 
+@declaration_helper
 def rounding(name, impl, np_t, c, np_out=None, **declare):
     """Rounding ops: zero gradient almost everywhere, as in PyTorch."""
     if np_t.isidentifier():
@@ -237,6 +239,7 @@ round_p = rounding("round", lambda xp, x, decimals: xp.round(x, decimals),
 # binary -----------------------------------------------------------------------
 
 
+@declaration_helper
 def binary(name, impl, vjp, ufunc, c, saves=(), dtype=promote, node=None, inplace=None,
            np_t=None, operands=None, **declare):
     """A binary elementwise primitive computed by the NumPy ufunc ``ufunc``."""
@@ -456,6 +459,7 @@ def _div_rounding(xp, a, b, rounding_mode):
 # comparisons and logic (no gradient) ------------------------------------------------
 
 
+@declaration_helper
 def compare(name, impl, ufunc, op):
     return binary(name, impl, None, ufunc, f"{{self}} {op} {{other}}", dtype=to_bool,
                   np_t=f"{{self}} {op} {{other}}", operands=_promoted, public=True,
