@@ -70,3 +70,38 @@ op("cholesky_solve", lambda lib, b, l: lib.cholesky_solve(b, _tri(lib, l)),
    ["linalg_solve"])
 op("cholesky_inverse[upper]", lambda lib, l: lib.cholesky_inverse(_tri(lib, l).mT, upper=True),
    lambda l: np.linalg.inv(_np_tri(l) @ _np_tri(l).T), [(3, 3)], ["linalg_inv"])
+
+
+def _np_lu(a):
+    """P, L, U of one matrix (SciPy's convention A = P L U, which is LAPACK's), without
+    SciPy: the same partial pivoting written out."""
+    from tracegrad.linalg_lu import _factor_one
+    lu, piv, _ = _factor_one(a)
+    m, n = a.shape
+    k = min(m, n)
+    perm = np.arange(m)
+    for j, p in enumerate(piv):
+        perm[[j, p - 1]] = perm[[p - 1, j]]
+    P = np.zeros((m, m))
+    P[perm, np.arange(m)] = 1.0
+    return P, np.tril(lu[:, :k], -1) + np.eye(m, k), np.triu(lu[:k, :])
+
+
+def _np_packed(P, L, U):
+    """LAPACK's packed factor: L below the diagonal, U on and above it."""
+    m, k = L.shape
+    n = U.shape[1]
+    return np.pad(np.tril(L, -1), ((0, 0), (0, n - k))) + np.pad(U, ((0, m - k), (0, 0)))
+
+
+for _shape in ((3, 3), (3, 5), (5, 3)):
+    op(f"linalg.lu_factor[{_shape[0]}x{_shape[1]}].LU",
+       lambda lib, a: _L(lib).lu_factor(a)[0],
+       lambda a: _np_packed(*_np_lu(a)), [_shape], ["linalg_lu"])
+    op(f"linalg.lu[{_shape[0]}x{_shape[1]}]", lambda lib, a: tuple(_L(lib).lu(a)),
+       _np_lu, [_shape], ["linalg_lu"])
+op("linalg.lu_solve", lambda lib, a, b: _L(lib).lu_solve(*_L(lib).lu_factor(a), b),
+   lambda a, b: np.linalg.solve(a, b), [(3, 3), (3, 2)], ["linalg_lu"])
+op("linalg.lu_solve[adjoint, right]",
+   lambda lib, a, b: _L(lib).lu_solve(*_L(lib).lu_factor(a), b, left=False, adjoint=True),
+   lambda a, b: b @ np.linalg.inv(a.T), [(3, 3), (2, 3)], ["linalg_lu"])

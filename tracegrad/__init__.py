@@ -46,7 +46,9 @@ _importlib.import_module("tracegrad.trace")  # loaded first, so tracegrad.trace 
 from . import linalg, special, testing
 from .linalg import det, inverse, logdet, slogdet
 from .linalg_more import _LEGACY as _legacy_linalg
+from .linalg_lu import _LEGACY as _legacy_lu
 globals().update(_legacy_linalg)     # torch.cholesky, torch.svd (U, S, V), torch.qr, ...
+globals().update(_legacy_lu)         # torch.lu, torch.lu_solve, torch.lu_unpack
 from .ops.more_ops import *  # noqa: F401,F403 - trace among them, over the module's name
 from .type_info import finfo, iinfo
 

@@ -264,6 +264,7 @@ def matrix_power(A, n):
     return out
 
 
+from .linalg_lu import lu, lu_factor, lu_factor_ex, lu_solve  # noqa: E402
 from .linalg_more import (  # noqa: E402 - built on the functions above
     cholesky_ex, cond, cross, diagonal, inv_ex, matrix_exp, multi_dot, pinv, solve_ex,
     solve_triangular, tensorinv, tensorsolve, vander, vecdot,
@@ -273,4 +274,4 @@ __all__ = ["inv", "solve", "det", "slogdet", "cholesky", "qr", "eigh", "eigvalsh
            "svdvals", "lstsq", "matrix_rank", "norm", "vector_norm", "matrix_norm", "matrix_power",
            "cholesky_ex", "cond", "cross", "diagonal", "inv_ex", "matrix_exp", "multi_dot",
            "pinv", "solve_ex", "solve_triangular", "tensorinv", "tensorsolve", "vander",
-           "vecdot"]
+           "vecdot", "lu", "lu_factor", "lu_factor_ex", "lu_solve"]
