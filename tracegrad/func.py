@@ -1,0 +1,386 @@
+"""``tracegrad.func``: PyTorch's ``torch.func`` transforms, on tracegrad's reverse mode.
+
+``grad``, ``grad_and_value``, ``vjp``, ``jacrev`` differentiate with ``autograd.grad``;
+``jvp`` and ``jacfwd`` take forward derivatives by the double-vjp identity (J u is the
+gradient, with respect to a cotangent v, of <v, J^T ... >: the VJP is linear in v), so they
+need a twice-differentiable function, as tracegrad's ops are; ``hessian`` is
+``jacfwd(jacrev(f))``. Transforms nest (``grad(grad(f))``, ``jacrev(jacrev(f))``): every
+level keeps its graph (``create_graph``) and the outermost one hands back detached results,
+as torch.func does. ``functional_call`` runs a module with other parameters and buffers;
+``stack_module_state`` stacks an ensemble's.
+
+``vmap`` maps ``func`` over a batch dimension by calling it once per element and stacking
+the results (``in_dims``, ``out_dims``, ``chunk_size``, ``randomness``): right for any
+function, but without batching rules it is a Python loop over the batch, and it says so
+once with a warning.
+"""
+import contextlib
+import warnings
+
+from . import autograd
+from .autograd.grad_mode import enable_grad
+from .tensor import Tensor
+
+_state = {"level": 0}
+
+
+# pytrees: tensors in (nested) tuples, lists and dicts ----------------------------------------
+
+def _flatten(tree):
+    """``(leaves, rebuild)``: the tensors of ``tree`` in order, and the function that puts
+    a list of the same length back in its place."""
+    if isinstance(tree, Tensor):
+        return [tree], lambda xs: xs[0]
+    if isinstance(tree, (tuple, list)):
+        parts = [_flatten(t) for t in tree]
+        sizes = [len(p[0]) for p in parts]
+
+        def rebuild(xs):
+            out, k = [], 0
+            for (_, fn), n in zip(parts, sizes):
+                out.append(fn(xs[k:k + n]))
+                k += n
+            return type(tree)(out) if not hasattr(tree, "_fields") else type(tree)(*out)
+        return [x for p in parts for x in p[0]], rebuild
+    if isinstance(tree, dict):
+        keys = list(tree)
+        leaves, rebuild_values = _flatten([tree[k] for k in keys])
+        return leaves, lambda xs: dict(zip(keys, rebuild_values(xs)))
+    return [], lambda xs: tree
+
+
+@contextlib.contextmanager
+def _level():
+    _state["level"] += 1
+    try:
+        yield _state["level"] == 1
+    finally:
+        _state["level"] -= 1
+
+
+def _track(x):
+    """``x`` as a tensor this level differentiates with respect to: a fresh leaf, or, where
+    an outer level tracks ``x``, a view of it (so the outer level still sees the path)."""
+    if x.requires_grad:
+        return x.view_as(x)
+    return x.detach().requires_grad_(True)
+
+
+def _finish(tree, outermost):
+    if not outermost:
+        return tree
+    leaves, rebuild = _flatten(tree)
+    return rebuild([t.detach() for t in leaves])
+
+
+def _argnums(argnums, n):
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    for a in nums:
+        if not -n <= a < n:
+            raise RuntimeError(f"Got argnums={argnums} but only {n} positional inputs")
+    return tuple(a % n for a in nums)
+
+
+def _zeros_for(grads, inputs):
+    from .creation import zeros_like
+    return [zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
+
+
+# grad, grad_and_value, vjp ----------------------------------------------------------------
+
+def grad_and_value(func, argnums=0, has_aux=False):
+    """``f -> (gradient of f's scalar output w.r.t. the arguments at argnums, value)``; with
+    ``has_aux``, f returns ``(value, aux)`` and the result is ``(grads, (value, aux))``."""
+    def wrapper(*args, **kwargs):
+        with _level() as outermost, enable_grad():
+            nums = _argnums(argnums, len(args))
+            args = list(args)
+            tracked = {}
+            for i in nums:
+                leaves, rebuild = _flatten(args[i])
+                tracked[i] = ([_track(x) for x in leaves], rebuild)
+                args[i] = rebuild(tracked[i][0])
+            out = func(*args, **kwargs)
+            value, aux = out if has_aux else (out, None)
+            if not isinstance(value, Tensor) or value.numel() != 1:
+                raise RuntimeError("grad_and_value(f)(*args): Expected f(*args) to return a "
+                                   "scalar Tensor, got tensor with shape "
+                                   f"{getattr(value, 'shape', None)}")
+            flat = [x for i in nums for x in tracked[i][0]]
+            grads = _zeros_for(autograd.grad(value, flat, create_graph=True,
+                                             allow_unused=True), flat)
+            per_arg, k = [], 0
+            for i in nums:
+                n = len(tracked[i][0])
+                per_arg.append(tracked[i][1](grads[k:k + n]))
+                k += n
+            g = per_arg[0] if isinstance(argnums, int) else tuple(per_arg)
+            result = (g, (value, aux)) if has_aux else (g, value)
+            return _finish(result, outermost)
+    return wrapper
+
+
+def grad(func, argnums=0, has_aux=False):
+    """``f -> the gradient of f``'s scalar output (``(grads, aux)`` with ``has_aux``)."""
+    inner = grad_and_value(func, argnums, has_aux)
+
+    def wrapper(*args, **kwargs):
+        g, rest = inner(*args, **kwargs)
+        return (g, rest[1]) if has_aux else g
+    return wrapper
+
+
+def vjp(func, *primals, has_aux=False):
+    """``(f(*primals), vjp_fn)`` (and aux): ``vjp_fn(cotangents)`` gives the vector-Jacobian
+    products, one per primal."""
+    with _level() as outermost, enable_grad():
+        leaves_per, rebuilds = [], []
+        for p in primals:
+            leaves, rebuild = _flatten(p)
+            leaves_per.append([_track(x) for x in leaves])
+            rebuilds.append(rebuild)
+        args = [rb(lv) for rb, lv in zip(rebuilds, leaves_per)]
+        out = func(*args)
+        value, aux = out if has_aux else (out, None)
+    flat_in = [x for lv in leaves_per for x in lv]
+    out_leaves, _ = _flatten(value)
+
+    def vjp_fn(cotangents, *, retain_graph=True, create_graph=None):
+        ct_leaves, _ = _flatten(cotangents)
+        if len(ct_leaves) != len(out_leaves):
+            raise RuntimeError("vjp_fn: Expected the cotangents to have the same structure "
+                               "as the primals' outputs")
+        with enable_grad():
+            grads = _zeros_for(autograd.grad(out_leaves, flat_in, ct_leaves,
+                                             retain_graph=True, create_graph=True,
+                                             allow_unused=True), flat_in)
+        res, k = [], 0
+        for lv, rb in zip(leaves_per, rebuilds):
+            res.append(rb(grads[k:k + len(lv)]))
+            k += len(lv)
+        return _finish(tuple(res), outermost and _state["level"] == 0)
+    value_out = _finish(value, outermost)
+    return (value_out, vjp_fn, aux) if has_aux else (value_out, vjp_fn)
+
+
+# jvp, jacrev, jacfwd, hessian ---------------------------------------------------------------
+
+def jvp(func, primals, tangents, *, strict=False, has_aux=False):
+    """``(f(*primals), J tangents)`` (and aux), by the double-vjp identity."""
+    from .creation import zeros_like
+    primals, tangents = tuple(primals), tuple(tangents)
+    if len(primals) != len(tangents):
+        raise RuntimeError("jvp: Expected primals and tangents to have the same length")
+    with _level() as outermost, enable_grad():
+        p_leaves, p_rebuild = _flatten(list(primals))
+        t_leaves, _ = _flatten(list(tangents))
+        tracked = [_track(x) for x in p_leaves]
+        out = func(*p_rebuild(tracked))
+        value, aux = out if has_aux else (out, None)
+        out_leaves, out_rebuild = _flatten(value)
+        dummies = [zeros_like(o).requires_grad_(True) for o in out_leaves]
+        vjps = autograd.grad(out_leaves, tracked, dummies, create_graph=True,
+                             allow_unused=True)
+        used = [(v, t) for v, t in zip(vjps, t_leaves) if v is not None]
+        if used:
+            jv = autograd.grad([v for v, _ in used], dummies, [t for _, t in used],
+                               create_graph=True, allow_unused=True)
+        else:
+            jv = [None] * len(dummies)
+        jv = _zeros_for(jv, out_leaves)
+        result = (out_rebuild(out_leaves), out_rebuild(jv))
+        result = _finish(result, outermost)
+        if has_aux:
+            return result + (_finish(aux, outermost),)
+        return result
+
+
+def _stack_rows(rows, out_shape, in_shape):
+    from .ops import reshape, stack
+    if not rows:
+        from .creation import zeros
+        return zeros(tuple(out_shape) + tuple(in_shape))
+    return reshape(stack(rows, 0), tuple(out_shape) + tuple(in_shape))
+
+
+def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
+    """``f -> the Jacobian of f`` (output dims, then input dims), one VJP per output element."""
+    def wrapper(*args):
+        with _level() as outermost, enable_grad():
+            nums = _argnums(argnums, len(args))
+            args = list(args)
+            for i in nums:
+                args[i] = _track(args[i])
+            out = func(*args)
+            value, aux = out if has_aux else (out, None)
+            outs, rebuild = _flatten(value)
+            inputs = [args[i] for i in nums]
+            jac_per_out = []
+            for o in outs:
+                flat = o.reshape(-1)
+                rows = [[] for _ in inputs]
+                for k in range(flat.shape[0]):
+                    gs = _zeros_for(autograd.grad(flat[k], inputs, retain_graph=True,
+                                                  create_graph=True, allow_unused=True),
+                                    inputs)
+                    for r, g in zip(rows, gs):
+                        r.append(g)
+                jacs = [_stack_rows(r, o.shape, x.shape) for r, x in zip(rows, inputs)]
+                jac_per_out.append(jacs[0] if isinstance(argnums, int) else tuple(jacs))
+            result = rebuild(jac_per_out) if len(outs) != 1 or not isinstance(
+                value, Tensor) else jac_per_out[0]
+            result = _finish(result, outermost)
+            return (result, _finish(aux, outermost)) if has_aux else result
+    return wrapper
+
+
+def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
+    """``f -> the Jacobian of f``, one JVP per input element (the same matrix as ``jacrev``)."""
+    def wrapper(*args):
+        from .creation import zeros_like
+        from .ops import reshape, stack
+        nums = _argnums(argnums, len(args))
+        per_input = []
+        aux = None
+        for i in nums:
+            x = args[i]
+            cols = []
+            flat_n = x.numel()
+            for k in range(flat_n):
+                t = zeros_like(x).reshape(-1)
+                t[k] = 1.0
+                tangents = [zeros_like(a) if isinstance(a, Tensor) else a for a in args]
+                tangents[i] = t.reshape(x.shape)
+                res = jvp(lambda *a: func(*a), args, tangents, has_aux=has_aux)
+                out, col = res[0], res[1]
+                if has_aux:
+                    aux = res[2]
+                cols.append(col)
+            jac = stack(cols, -1) if cols else zeros_like(x)
+            per_input.append(reshape(jac, tuple(out.shape) + tuple(x.shape)))
+        result = per_input[0] if isinstance(argnums, int) else tuple(per_input)
+        return (result, aux) if has_aux else result
+    return wrapper
+
+
+def hessian(func, argnums=0):
+    """The Hessian of a scalar function: ``jacfwd(jacrev(f))``."""
+    return jacfwd(jacrev(func, argnums), argnums)
+
+
+# modules: functional_call, stack_module_state -----------------------------------------------
+
+@contextlib.contextmanager
+def _swapped(module, tensors, strict):
+    names = dict(module.named_parameters(remove_duplicate=False))
+    names.update(dict(module.named_buffers(remove_duplicate=False)))
+    unknown = [k for k in tensors if k not in names]
+    if unknown:
+        raise RuntimeError(f"functional_call: unexpected key(s): {', '.join(unknown)}")
+    if strict:
+        missing = [k for k in names if k not in tensors]
+        if missing:
+            raise RuntimeError(f"functional_call: missing key(s): {', '.join(missing)}")
+    saved = []
+    for key, value in tensors.items():
+        *path, leaf = key.split(".")
+        owner = module
+        for p in path:
+            owner = getattr(owner, p)
+        store = owner._parameters if leaf in owner._parameters else owner._buffers
+        saved.append((store, leaf, store[leaf]))
+        store[leaf] = value
+    try:
+        yield
+    finally:
+        for store, leaf, old in reversed(saved):
+            store[leaf] = old
+
+
+def functional_call(module, parameter_and_buffer_dicts, args=(), kwargs=None, *,
+                    tie_weights=True, strict=False):
+    """``module(*args, **kwargs)`` with its parameters and buffers replaced by the tensors of
+    the dict (or dicts) given, the module's own restored afterwards."""
+    dicts = parameter_and_buffer_dicts
+    if isinstance(dicts, (list, tuple)):
+        merged = {}
+        for d in dicts:
+            overlap = set(merged) & set(d)
+            if overlap:
+                raise ValueError(f"{', '.join(sorted(overlap))} appeared in multiple "
+                                 "dictionaries; behavior of functional call is ambiguous")
+            merged.update(d)
+        dicts = merged
+    args = args if isinstance(args, tuple) else (args,)
+    with _swapped(module, dict(dicts), strict):
+        return module(*args, **(kwargs or {}))
+
+
+def stack_module_state(models):
+    """``(params, buffers)``: each name's tensors of the (same-shaped) models stacked on a new
+    first dim; the stacked parameters are new leaves that require grad."""
+    from .ops import stack
+    models = list(models)
+    if not models:
+        raise RuntimeError("stack_module_state: Expected at least one model, got 0.")
+    params = {k: stack([dict(m.named_parameters())[k].detach() for m in models])
+              .requires_grad_(True) for k, _ in models[0].named_parameters()}
+    buffers = {k: stack([dict(m.named_buffers())[k] for m in models])
+               for k, _ in models[0].named_buffers()}
+    return params, buffers
+
+
+# vmap ---------------------------------------------------------------------------------------
+
+_warned = {"vmap": False}
+
+
+def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
+    """``func`` mapped over a batch dimension of its inputs (``in_dims``: an int, None for
+    an input that is not batched, or a tuple/pytree of them), the results stacked along
+    ``out_dims``. Computed by calling ``func`` once per batch element."""
+    if randomness not in ("error", "different", "same"):
+        raise RuntimeError(f"Only allowed values for randomness are 'error', 'different', or "
+                           f"'same'. Got {randomness}")
+
+    def wrapper(*args, **kwargs):
+        from .ops import narrow, squeeze, stack
+        if not _warned["vmap"]:
+            _warned["vmap"] = True
+            warnings.warn("tracegrad.func.vmap calls the function once per batch element "
+                          "(batching rules are not implemented yet)", stacklevel=2)
+        dims = in_dims if isinstance(in_dims, (tuple, list)) else (in_dims,) * len(args)
+        if len(dims) != len(args):
+            raise ValueError(f"vmap: in_dims is not compatible with the structure of inputs: "
+                             f"{len(dims)} in_dims for {len(args)} inputs")
+        sizes = set()
+        for a, d in zip(args, dims):
+            for leaf in _flatten(a)[0]:
+                if d is not None:
+                    sizes.add(leaf.shape[d])
+        if len(sizes) != 1:
+            raise ValueError(f"vmap: Expected all tensors to have the same size in the mapped "
+                             f"dimension, got sizes {sorted(sizes)} for the mapped dimension")
+        n = sizes.pop()
+        outs = []
+        for b in range(n):
+            call = []
+            for a, d in zip(args, dims):
+                if d is None:
+                    call.append(a)
+                    continue
+                leaves, rebuild = _flatten(a)
+                call.append(rebuild([squeeze(narrow(leaf, d, b, 1), d) for leaf in leaves]))
+            outs.append(func(*call, **kwargs))
+        leaves0, rebuild = _flatten(outs[0])
+        odims = out_dims if isinstance(out_dims, (tuple, list)) else (out_dims,) * len(leaves0)
+        stacked = []
+        for j, od in enumerate(odims):
+            column = [_flatten(o)[0][j] for o in outs]
+            stacked.append(stack(column, od if od is not None else 0))
+        return rebuild(stacked)
+    return wrapper
+
+
+__all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian",
+           "functional_call", "stack_module_state", "vmap"]
