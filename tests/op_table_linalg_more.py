@@ -64,7 +64,8 @@ op("linalg.tensorsolve", lambda lib, a, b: _L(lib).tensorsolve(
     (a + 3 * lib.eye(6, dtype=a.dtype)).reshape(6, 2, 3), b),
    lambda a, b: np.linalg.tensorsolve((a + 3 * np.eye(6)).reshape(6, 2, 3), b),
    [(6, 6), (6,)], ["linalg_solve"])
-op("linalg.cross", lambda lib, a, b: _L(lib).cross(a, b), np.cross, [(4, 3), (1, 3)], ["mul"])
+op("linalg.cross[dim 0]", lambda lib, a, b: _L(lib).cross(a.mT, b.mT, dim=0),
+   lambda a, b: np.cross(a, b).T, [(4, 3), (1, 3)], ["mul"])
 op("cholesky_solve", lambda lib, b, l: lib.cholesky_solve(b, _tri(lib, l)),
    lambda b, l: np.linalg.solve(_np_tri(l) @ _np_tri(l).T, b), [(3, 2), (3, 3)],
    ["linalg_solve"])

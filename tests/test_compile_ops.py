@@ -90,8 +90,11 @@ def test_compiled_double_backward(e):
             continue
         total = sum(((g * g).sum() for g in live[1:]), (live[0] * live[0]).sum())
         results.append(tg.autograd.grad(total, ts, allow_unused=True))
-    if results[0] is None:
-        assert results[1] is None
+    if results[0] is None or results[1] is None:
+        # a gradient that does not depend on the inputs (relu's): eager's is PyTorch's
+        # threshold_backward node, whose derivative is zeros; compiled, it has no graph
+        for r in results:
+            assert r is None or all(g is None or not _val(g).any() for g in r), e.name
         return
     for k, (a, b) in enumerate(zip(results[1], results[0])):
         assert (a is None) == (b is None)

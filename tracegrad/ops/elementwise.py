@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from .. import dtypes
+from .. import _hooks, dtypes
 from ..device import as_device, to_device
 from .core import Primitive, bind, declaration_helper, inplace, op_error
 from .declare import method
@@ -185,8 +185,17 @@ sign_p = Primitive("sign", lambda xp, x: _sign(xp, x), dtype=promote, shape=same
 # relu is a primitive rather than where(x > 0, x, 0): one pass in eager, PyTorch's node name,
 # and the rule reads the saved result (relu'(0) = 0; relu'(nan) = 1, as PyTorch's
 # threshold_backward, which zeroes only where out <= 0). NaN stays NaN, relu(-0.0) is +0.0.
+def _relu_grad(g, out):
+    """Eager: PyTorch's threshold_backward node (which requires grad under create_graph and
+    differentiates to zeros). Traced: le + where, so the compiler can save relu's mask (a
+    bool) in the forward instead of the float output."""
+    if _hooks.state.tracer is None:
+        return bind(threshold_backward_p, g, out)
+    return where(out <= 0, 0, g)
+
+
 relu_p = Primitive("relu", lambda xp, x: xp.maximum(x, x.dtype.type(0)), dtype=promote,
-                   shape=same_shape, vjp=(lambda g, x, out: bind(threshold_backward_p, g, out),),
+                   shape=same_shape, vjp=(lambda g, x, out: _relu_grad(g, out),),
                    saves=("result",), np="np.maximum({self}, 0)",
                    np_out="np.maximum({self}, 0, out={out})",
                    c="({self} > 0 || isnan({self}) ? {self} : 0)", kind="elementwise",

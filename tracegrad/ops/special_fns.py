@@ -7,7 +7,8 @@ Each is a primitive whose derivative is PyTorch's formula (``digamma`` for ``lga
 ``polygamma(n + 1)`` for ``polygamma(n)``, ``i1`` for ``i0`` ...). Those PyTorch leaves
 without a derivative (the Bessel functions of ``torch.special``, zeta in its first
 argument, the incomplete gammas in ``a``) have none here either. ``lgamma`` also renders in
-C and CUDA (both have it); the others run as SciPy's calls in compiled code too.
+C and CUDA (both have it) and fuses; the others are opaque ops ("other") that compiled code
+runs as SciPy's calls.
 """
 import math
 
@@ -54,7 +55,8 @@ def _unary(name, scipy_name, vjp, saves=("self",), c=None, method=True, inplace=
     globals()[helper] = impl
     return Primitive(name, impl, dtype=float_promote, shape=same_shape,
                      vjp=None if vjp is None else (vjp,), saves=saves,
-                     np=f"{helper}(np, {{self}})", c=c, kind="elementwise",
+                     np=f"{helper}(np, {{self}})", c=c,
+                     kind="elementwise" if c else "other",     # fused where C has it
                      helpers={helper: impl}, public=method, method=method,
                      inplace_method=f"{name}_" if inplace and method else None, doc=doc)
 
@@ -85,7 +87,7 @@ def _i0_impl(xp, x):
 
 i0_p = Primitive("i0", _i0_impl, dtype=float_promote, shape=same_shape,
                  vjp=(lambda g, x, out: g * special_i1(x),), saves=("self",),
-                 np="_i0(np, {self})", kind="elementwise", helpers={"_i0": _i0_impl},
+                 np="_i0(np, {self})", kind="other", helpers={"_i0": _i0_impl},
                  public="i0", method=True, inplace_method="i0_",
                  doc="The modified Bessel function of the first kind, order 0.")
 special_i0e_p = _unary("special_i0e", "i0e",
@@ -137,7 +139,7 @@ def _entr_impl(xp, x):
 special_entr_p = Primitive(
     "special_entr", _entr_impl, dtype=float_promote, shape=same_shape,
     vjp=(lambda g, x, out: g * -(log(x) + 1),), saves=("self",), np="_entr(np, {self})",
-    kind="elementwise", helpers={"_entr": _entr_impl})
+    kind="other", helpers={"_entr": _entr_impl})
 
 
 def _polygamma_impl(xp, x, n):
@@ -152,7 +154,7 @@ def _polygamma_impl(xp, x, n):
 polygamma_p = Primitive(
     "polygamma", _polygamma_impl, args=("self",), dtype=lambda x, n: float_promote(x),
     shape=lambda s, n: tuple(s), vjp=(lambda g, x, out, n: g * polygamma(n + 1, x),),
-    saves=("self",), kind="elementwise")
+    saves=("self",), kind="other")
 
 
 def polygamma(n, input):
@@ -170,7 +172,7 @@ def _zeta_impl(xp, x, q):
 special_zeta_p = Primitive(
     "special_zeta", _zeta_impl, args=("self", "other"), dtype=float_promote, shape=broadcast,
     vjp=(None, lambda g, x, q, out: g * -x * special_zeta(x + 1, q)),
-    saves=("self", "other"), kind="elementwise")
+    saves=("self", "other"), kind="other")
 
 
 def _gammainc_grad(g, a, x, upper):
@@ -185,14 +187,14 @@ special_gammainc_p = Primitive(
                                                                        _as_float(x)),
     args=("self", "other"), dtype=float_promote, shape=broadcast,
     vjp=(None, lambda g, a, x, out: _gammainc_grad(g, a, x, False)),
-    saves=("self", "other"), kind="elementwise")
+    saves=("self", "other"), kind="other")
 special_gammaincc_p = Primitive(
     "special_gammaincc",
     lambda xp, a, x: scipy_special(xp, "gammaincc", "special.gammaincc")(_as_float(a),
                                                                          _as_float(x)),
     args=("self", "other"), dtype=float_promote, shape=broadcast,
     vjp=(None, lambda g, a, x, out: _gammainc_grad(g, a, x, True)),
-    saves=("self", "other"), kind="elementwise")
+    saves=("self", "other"), kind="other")
 
 
 def _binary_fn(prim, name):
