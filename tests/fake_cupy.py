@@ -34,7 +34,8 @@ What it copies from CuPy is the part tracegrad relies on:
   current device and NumPy scalars. A host ``np.ndarray`` argument is CuPy's ``TypeError``;
   an array of another device, which a GPU without peer access would fault on, is a
   ``RuntimeError`` here. ``STATE.launches`` records ``(kernel, device)`` per launch.
-- ``cupyx``: ``scatter_add``, ``scipy.special.erf``, ``empty_like_pinned``.
+- ``cupyx``: ``scatter_add``, ``scipy.special`` and ``scipy.linalg`` (SciPy's, on device
+  arrays), ``empty_like_pinned``.
 - Where CuPy 14 differs from NumPy in what tracegrad called, as a real GPU showed
   (``_cupy_refuses``): no ``indices(sparse=)``, no ``linalg.matrix_rank(hermitian=)``,
   ``argmax``/``argmin`` with an axis on a 0-d array, ``min(out=)`` (CuPy hands ``out`` to
@@ -589,14 +590,15 @@ def make_modules():
     cupyx.empty_like_pinned = _empty_like_pinned
     cupyx.empty_pinned = lambda shape, dtype=np.float64: _empty_like_pinned(
         np.empty(shape, dtype))
-    special = types.ModuleType("cupyx.scipy.special")
-    from scipy import special as sp
-    special.erf = _function(sp.erf)
+    from scipy import linalg as sl, special as sp
+    special = _Namespace("cupyx.scipy.special", sp)     # SciPy's functions on device arrays
+    linalg = _Namespace("cupyx.scipy.linalg", sl)
     scipy = types.ModuleType("cupyx.scipy")
-    scipy.special = special
+    scipy.special, scipy.linalg = special, linalg
     cupyx.scipy = scipy
     return {"cupy": cp, "cupy.cuda": cuda, "cupy.random": random, "cupyx": cupyx,
-            "cupyx.scipy": scipy, "cupyx.scipy.special": special}
+            "cupyx.scipy": scipy, "cupyx.scipy.special": special,
+            "cupyx.scipy.linalg": linalg}
 
 
 def install(monkeypatch, n_devices=1):
