@@ -11,16 +11,28 @@ from .activation import (
     Softmin, Softplus, Softshrink, Softsign, Tanh, Tanhshrink, Threshold,
 )
 from .attention import MultiheadAttention
-from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
+from .channelshuffle import ChannelShuffle
+from .container import (
+    Container, ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential,
+)
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from .distance import CosineSimilarity, PairwiseDistance
-from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
+from .dropout import (
+    AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout,
+)
 from .fold import Fold, Unfold
+from .lazy import (
+    LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d, LazyConv1d, LazyConv2d, LazyConv3d,
+    LazyConvTranspose1d, LazyConvTranspose2d, LazyConvTranspose3d, LazyInstanceNorm1d,
+    LazyInstanceNorm2d, LazyInstanceNorm3d, LazyLinear, UninitializedBuffer,
+    UninitializedParameter,
+)
 from .linear import Bilinear, Flatten, Identity, Linear, Unflatten
 from .loss import (
-    BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CrossEntropyLoss, GaussianNLLLoss,
+    BCELoss, BCEWithLogitsLoss, CTCLoss, CosineEmbeddingLoss, CrossEntropyLoss, GaussianNLLLoss,
     HingeEmbeddingLoss, HuberLoss, KLDivLoss, L1Loss, MarginRankingLoss, MSELoss,
-    MultiLabelMarginLoss, MultiLabelSoftMarginLoss, MultiMarginLoss, NLLLoss, PoissonNLLLoss,
+    MultiLabelMarginLoss, MultiLabelSoftMarginLoss, MultiMarginLoss, NLLLoss, NLLLoss2d,
+    PoissonNLLLoss,
     SmoothL1Loss, SoftMarginLoss, TripletMarginLoss, TripletMarginWithDistanceLoss,
 )
 from .module import Module
@@ -38,9 +50,10 @@ from .pixelshuffle import PixelShuffle, PixelUnshuffle
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from .pooling import (
     AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool1d, AdaptiveMaxPool2d,
-    AdaptiveMaxPool3d, AvgPool1d, AvgPool2d, AvgPool3d, MaxPool1d, MaxPool2d, MaxPool3d,
+    AdaptiveMaxPool3d, AvgPool1d, AvgPool2d, AvgPool3d, LPPool1d, LPPool2d, LPPool3d, MaxPool1d,
+    MaxPool2d, MaxPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d,
 )
-from .sparse import Embedding
+from .sparse import Embedding, EmbeddingBag
 from .syncbatchnorm import SyncBatchNorm
 from . import parallel
 from .transformer import (
@@ -79,3 +92,9 @@ __all__ += ["ReLU6", "Hardtanh", "SELU", "CELU", "Softsign", "Softmin", "Thresho
             "MultiLabelSoftMarginLoss", "MultiLabelMarginLoss", "MultiMarginLoss",
             "GaussianNLLLoss", "PoissonNLLLoss", "TripletMarginLoss",
             "TripletMarginWithDistanceLoss"]
+__all__ += ["LazyLinear", "LazyConv1d", "LazyConv2d", "LazyConv3d", "LazyConvTranspose1d",
+            "LazyConvTranspose2d", "LazyConvTranspose3d", "LazyBatchNorm1d", "LazyBatchNorm2d",
+            "LazyBatchNorm3d", "LazyInstanceNorm1d", "LazyInstanceNorm2d", "LazyInstanceNorm3d",
+            "UninitializedParameter", "UninitializedBuffer", "EmbeddingBag", "MaxUnpool1d",
+            "MaxUnpool2d", "MaxUnpool3d", "LPPool1d", "LPPool2d", "LPPool3d", "AlphaDropout",
+            "FeatureAlphaDropout", "ChannelShuffle", "NLLLoss2d", "Container", "CTCLoss"]

@@ -4,6 +4,7 @@ Children are registered under their string index ("0", "1", ...) or key, so
 ``state_dict`` keys read ``0.weight`` exactly as in PyTorch.
 """
 import operator
+import warnings
 from collections import OrderedDict
 
 from .module import Module, _addindent
@@ -304,3 +305,16 @@ class ParameterDict(Module):
     def extra_repr(self):
         return "\n".join(f"({k}): Parameter containing: [{p.type()} of size "
                          f"{'x'.join(str(s) for s in p.shape)}]" for k, p in self.items())
+
+
+class Container(Module):
+    """PyTorch's deprecated ``nn.Container``: a ``Module`` whose keyword arguments become its
+    child modules; constructing one warns, as PyTorch's does."""
+
+    def __init__(self, **kwargs):
+        warnings.warn("`nn.Container` is deprecated. All of its functionality is now "
+                      "implemented in `nn.Module`. Subclass that instead.", FutureWarning,
+                      stacklevel=2)
+        super().__init__()
+        for key, value in kwargs.items():
+            self.add_module(key, value)

@@ -27,7 +27,14 @@ from .functional_conv import (  # noqa: F401 - F.conv2d, F.pad, F.unfold, ...
     conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d, fold, pad,
     unfold,
 )
+from .functional_ctc import ctc_loss  # noqa: F401 - the CTC loss
 from .functional_dropout import dropout1d, dropout2d, dropout3d, feature_dropout  # noqa: F401
+from .functional_extra import (  # noqa: F401 - embedding_bag, unpooling, lp pools, more
+    alpha_dropout, channel_shuffle, embedding_bag, feature_alpha_dropout, gumbel_softmax,
+    lp_pool1d, lp_pool2d, lp_pool3d, max_unpool1d, max_unpool2d, max_unpool3d,
+    native_channel_shuffle,
+)
+from .functional_grid import affine_grid, grid_sample  # noqa: F401 - spatial transformers
 from .functional_loss import (  # noqa: F401 - the losses are F.mse_loss and so on, as PyTorch's
     _reduction, binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy,
     huber_loss, kl_div, l1_loss, mse_loss, nll_loss, smooth_l1_loss,

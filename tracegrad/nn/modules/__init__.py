@@ -2,12 +2,13 @@
 file (``nn.modules.rnn.LSTM``, ``nn.modules.conv.Conv2d``, ...), each re-exporting the
 layers defined in ``tracegrad/nn``; every layer is also here, as in PyTorch."""
 from . import (  # noqa: F401
-    activation, batchnorm, container, conv, distance, dropout, flatten, fold, instancenorm, linear, loss,
-    module, normalization, padding, pixelshuffle, pooling, rnn, sparse, transformer, upsampling,
-    utils,
+    activation, batchnorm, channelshuffle, container, conv, distance, dropout, flatten, fold,
+    instancenorm, lazy, linear, loss, module, normalization, padding, pixelshuffle, pooling, rnn,
+    sparse, transformer, upsampling, utils,
 )
 from .activation import *  # noqa: F401,F403
 from .batchnorm import *  # noqa: F401,F403
+from .channelshuffle import *  # noqa: F401,F403
 from .container import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
 from .distance import *  # noqa: F401,F403
@@ -15,6 +16,7 @@ from .dropout import *  # noqa: F401,F403
 from .flatten import *  # noqa: F401,F403
 from .fold import *  # noqa: F401,F403
 from .instancenorm import *  # noqa: F401,F403
+from .lazy import *  # noqa: F401,F403
 from .linear import *  # noqa: F401,F403
 from .loss import *  # noqa: F401,F403
 from .module import *  # noqa: F401,F403

@@ -4,7 +4,7 @@ from ..loss import (  # noqa: F401
     BCEWithLogitsLoss, SmoothL1Loss, HuberLoss, KLDivLoss, MarginRankingLoss,
     HingeEmbeddingLoss, CosineEmbeddingLoss, SoftMarginLoss, MultiLabelSoftMarginLoss,
     MultiLabelMarginLoss, MultiMarginLoss, GaussianNLLLoss, PoissonNLLLoss, TripletMarginLoss,
-    TripletMarginWithDistanceLoss,
+    TripletMarginWithDistanceLoss, NLLLoss2d, CTCLoss,
 )
 
 __all__ = [
@@ -12,5 +12,5 @@ __all__ = [
     "SmoothL1Loss", "HuberLoss", "KLDivLoss", "MarginRankingLoss", "HingeEmbeddingLoss",
     "CosineEmbeddingLoss", "SoftMarginLoss", "MultiLabelSoftMarginLoss", "MultiLabelMarginLoss",
     "MultiMarginLoss", "GaussianNLLLoss", "PoissonNLLLoss", "TripletMarginLoss",
-    "TripletMarginWithDistanceLoss",
+    "TripletMarginWithDistanceLoss", "NLLLoss2d", "CTCLoss",
 ]
