@@ -257,6 +257,8 @@ def tensorsolve(A, B, dims=None):
 def cross(input, other, *, dim=-1):
     """The cross product of 3-vectors along ``dim`` (broadcast)."""
     from .ops.shape_ops import broadcast_tensors, stack
+    if input.ndim != other.ndim:
+        raise op_error("linalg.cross", "inputs must have the same number of dimensions.")
     a, b = broadcast_tensors(input, other)
     d = dim % a.ndim
     if a.shape[d] != 3:

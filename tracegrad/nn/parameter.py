@@ -35,3 +35,10 @@ class Parameter(Tensor):
 def _rebuild_parameter(tensor_reduced, requires_grad):
     rebuild, args = tensor_reduced
     return Parameter(rebuild(*args), requires_grad)
+
+
+def __getattr__(name):      # PyTorch's nn.parameter.UninitializedParameter/Buffer (nn/lazy.py)
+    if name in ("UninitializedParameter", "UninitializedBuffer"):
+        from . import lazy
+        return getattr(lazy, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
