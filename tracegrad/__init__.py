@@ -53,6 +53,8 @@ from .ops.more_ops import *  # noqa: F401,F403 - trace among them, over the modu
 from .type_info import finfo, iinfo
 
 _install_new_methods()
+from .torch_functions import exports as _torch_functions
+globals().update({k: v for k, v in _torch_functions().items() if k not in globals()})
 
 
 def compile(fn=None, *, backend=None, dynamic=None, fullgraph=False, mode=None,

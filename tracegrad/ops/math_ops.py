@@ -223,7 +223,8 @@ def _inplace_composite(fn):
     return apply
 
 
-for _fn in (deg2rad, rad2deg, frac, sgn, logit, xlogy, float_power, addcmul, addcdiv, sinc):
+for _fn in (deg2rad, rad2deg, frac, fix, sgn, logit, xlogy, float_power, addcmul, addcdiv,
+            sinc):
     install_method(_fn.__name__ + "_", _inplace_composite(_fn))
 
 __all__ = ["sinh", "cosh", "tan", "asin", "acos", "atan", "asinh", "acosh", "atanh", "arcsin",
