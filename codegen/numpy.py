@@ -312,13 +312,16 @@ def _emit_node(em, n, namer, body, prev_site):
 
 def _check_guards(em, body, namer, guards):
     for v, kind, expected, index in guards:
+        read = f"{namer(v)}.tolist()"
+        if type(expected) is not list and getattr(getattr(v, "aval", None), "shape", ()) != ():
+            read = f"{namer(v)}.reshape(()).tolist()"   # .item() of a one-element tensor
         if kind == "bool":
             test = f"bool({namer(v)}) is not {expected!r}"
         elif _plain(expected):
-            test = f"{namer(v)}.tolist() != {literal(expected)}"
+            test = f"{read} != {literal(expected)}"
         else:       # a NaN or a zero: ``!=`` cannot compare them
             em.helpers["same_value"] = em.env["same_value"] = same_value
-            test = f"not same_value({namer(v)}.tolist(), {literal(expected)})"
+            test = f"not same_value({read}, {literal(expected)})"
         body.append((None, py.stmt(f"if {test}:\n    raise GuardFailure({index})")))
 
 

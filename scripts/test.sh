@@ -13,4 +13,10 @@ if [ -n "${TRACEGRAD_EXTRA_TEST_DEPS:-}" ]; then
     .venv/bin/python -m pip install -q ${TRACEGRAD_EXTRA_TEST_DEPS} \
         || echo "note: could not install ${TRACEGRAD_EXTRA_TEST_DEPS}; oracle tests will skip"
 fi
-exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+# The sweep over PyTorch's OpInfo samples (marker "opinfo", minutes) runs where asked:
+# TRACEGRAD_OPINFO=1 (as .ci/run sets it) runs it after the default run.
+if [ -n "${TRACEGRAD_OPINFO:-}" ]; then
+    .venv/bin/python -m pytest -q -p no:cacheprovider -m "not opinfo" "$@"
+    exec .venv/bin/python -m pytest -q -p no:cacheprovider -m opinfo tests/test_opinfo.py
+fi
+exec .venv/bin/python -m pytest -q -p no:cacheprovider -m "not opinfo" "$@"

@@ -235,3 +235,12 @@ def test_programs_with_data_dependent_sizes_match_eager_on_every_call(prefix, se
                 if a is not None:
                     np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12)
     assert c.stats["compiles"] == (1 if gated else 0)
+
+
+def test_item_of_a_one_element_tensor_of_any_rank_is_guarded_as_a_scalar():
+    """.item() of shape (1,) or (1, 1) reads the one value: the guard compares that number
+    (it compared the nested list [2.5] with 2.5 and failed on the traced call itself)."""
+    f = tg.compile(lambda x: x.item() * 2 if x.item() > 0 else 0.0)
+    assert f(tg.tensor([2.5])) == 5.0 and f(tg.tensor([2.5])) == 5.0
+    assert f.stats["compiles"] == 1 and f.stats["cache_hits"] == 1
+    assert f(tg.tensor([[3.5]])) == 7.0 and f(tg.tensor([-1.0])) == 0.0

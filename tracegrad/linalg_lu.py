@@ -68,7 +68,7 @@ def _factor(xp, a):
 def _permutation_impl(xp, pivots, m, dtype):
     """P (m x m) with A = P L U, from LAPACK's pivots (the row swaps, applied in order)."""
     host = pivots if xp is np else xp.asnumpy(pivots)
-    flat = host.reshape(-1, host.shape[-1])
+    flat = host.reshape(int(np.prod(host.shape[:-1])), host.shape[-1])
     out = np.zeros((flat.shape[0], m, m), dtype=dtype.np)
     for b, row in enumerate(flat):
         perm = np.arange(m)

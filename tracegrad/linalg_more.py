@@ -209,6 +209,8 @@ def vecdot(x, y, *, dim=-1):
 def vander(x, *, N=None):
     """Columns x^0, x^1, ..., x^(N-1) (increasing powers, as ``torch.linalg.vander``)."""
     from .ops.shape_ops import stack
+    if x.ndim == 0:
+        x = reshape(x, (1,))
     n = x.shape[-1] if N is None else N
     if n < 1:
         raise op_error("linalg.vander", "N must be greater than 1.")

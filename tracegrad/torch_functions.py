@@ -285,32 +285,71 @@ def frobenius_norm(input, dim=(-2, -1), keepdim=False):
 
 
 def gradient(input, *, spacing=1, dim=None, edge_order=1):
-    """The numerical gradient by central differences inside and one-sided ones at the edges
-    (``edge_order`` 1), along each dim (or ``dim``), with unit or scalar ``spacing``; a tuple
-    of tensors."""
-    from .ops import cat, narrow
-    if edge_order != 1:
-        raise NotImplementedError("gradient: only edge_order=1 is supported")
+    """The numerical gradient along each dim (or ``dim``): second-order central differences
+    inside, one-sided ones of order ``edge_order`` (1 or 2) at the edges; ``spacing`` a number,
+    one number per dim, or one coordinate tensor per dim (NumPy's gradient). A tuple."""
+    if edge_order not in (1, 2):
+        raise RuntimeError("torch.gradient only supports edge_order=1 and edge_order=2.")
     dims = list(range_(input.ndim)) if dim is None else (
         [dim] if isinstance(dim, int) else list(dim))
-    spacings = spacing if isinstance(spacing, (list, tuple)) else [spacing] * len(dims)
+    dims = [d % input.ndim for d in dims]
+    if spacing is None:
+        spacing = 1
+    spacings = list(spacing) if isinstance(spacing, (list, tuple)) else [spacing] * len(dims)
+    if len(spacings) != len(dims):
+        raise RuntimeError(f"torch.gradient expected spacing to be unspecified, a scalar or "
+                           f"it's spacing and dim arguments to have the same length, but got "
+                           f"a spacing argument of length {len(spacings)} and a dim argument "
+                           f"of length {len(dims)}.")
     out = []
     for d, h in zip(dims, spacings):
-        if isinstance(h, Tensor):
-            raise NotImplementedError("gradient: coordinate tensors as spacing are not "
-                                      "supported; give numbers")
         n = input.shape[d]
-        if n < 2:
+        if n < edge_order + 1:
             raise RuntimeError("torch.gradient expected each dimension size to be at least "
                                "edge_order+1")
-        first = (narrow(input, d, 1, 1) - narrow(input, d, 0, 1)) / h
-        last = (narrow(input, d, n - 1, 1) - narrow(input, d, n - 2, 1)) / h
-        parts = [first]
-        if n > 2:
-            parts.append((narrow(input, d, 2, n - 2) - narrow(input, d, 0, n - 2)) / (2 * h))
-        parts.append(last)
-        out.append(cat(parts, d))
+        if isinstance(h, Tensor):
+            x = h.detach().cpu().numpy().astype(np.float64)
+        else:
+            x = np.arange(n) * float(h)
+        out.append(_gradient_along(input, d, np.diff(x), edge_order))
     return tuple(out)
+
+
+def _gradient_along(f, d, dx, edge_order):
+    """NumPy's gradient formulas along dim ``d`` for the steps ``dx`` between coordinates."""
+    from .creation import tensor
+    from .ops import cat, narrow
+    n = f.shape[d]
+    dt = f.dtype if f.dtype.is_floating_point else dtypes.get_default_dtype()
+    f = f.to(dt)
+
+    def coef(values):       # numbers along d, broadcast over the other dims
+        shape = [1] * f.ndim
+        shape[d] = len(values)
+        return tensor(np.asarray(values).reshape(shape), dtype=dt, device=f.device)
+
+    def at(start, length):
+        return narrow(f, d, start, length)
+    parts = []
+    if edge_order == 1 or n < 3:
+        parts.append((at(1, 1) - at(0, 1)) / float(dx[0]))
+    else:
+        h1, h2 = dx[0], dx[1]
+        parts.append(at(0, 1) * (-(2 * h1 + h2) / (h1 * (h1 + h2)))
+                     + at(1, 1) * ((h1 + h2) / (h1 * h2)) + at(2, 1) * (-h1 / (h2 * (h1 + h2))))
+    if n > 2:
+        hl, hr = dx[:-1], dx[1:]
+        parts.append(at(0, n - 2) * coef(-hr / (hl * (hl + hr)))
+                     + at(1, n - 2) * coef((hr - hl) / (hl * hr))
+                     + at(2, n - 2) * coef(hl / (hr * (hl + hr))))
+    if edge_order == 1 or n < 3:
+        parts.append((at(n - 1, 1) - at(n - 2, 1)) / float(dx[-1]))
+    else:
+        h1, h2 = dx[-2], dx[-1]
+        parts.append(at(n - 3, 1) * (h2 / (h1 * (h1 + h2)))
+                     + at(n - 2, 1) * (-(h2 + h1) / (h1 * h2))
+                     + at(n - 1, 1) * ((2 * h2 + h1) / (h2 * (h1 + h2))))
+    return cat(parts, d)
 
 
 range_ = __builtins__["range"] if isinstance(__builtins__, dict) else __builtins__.range

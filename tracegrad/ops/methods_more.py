@@ -58,6 +58,8 @@ def _unfold(self, dimension, size, step):
     if step <= 0:
         raise op_error("unfold", f"step is {step} but must be > 0")
     count = (n - size) // step + 1
+    if self.ndim == 0:          # PyTorch's: a 0-d tensor unfolds to shape (size,)
+        return reshape(self, (1,)) if size == 1 else reshape(self, (1,))[:0]
     starts = arange(count, device=self.device) * step
     index = reshape(reshape(starts, (-1, 1)) + arange(size, device=self.device), (-1,))
     x = self if self.ndim else reshape(self, (1,))

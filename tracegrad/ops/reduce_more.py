@@ -252,6 +252,8 @@ def _quantile(name, input, q, dim, keepdim, interpolation, ignore_nan):
         out = where(any_(isnan(x), d, keepdim=True), float("nan"), out)
     if dim is None:
         out = reshape(out, (qv.shape[0],) + ((1,) * input.ndim if keepdim else ()))
+    elif input.ndim == 0:       # a 0-d input keeps no dim, with keepdim too
+        out = reshape(out, (qv.shape[0],))
     elif not keepdim:
         out = squeeze(out, d + 1)
     return out[0] if scalar_q or qs.ndim == 0 else out

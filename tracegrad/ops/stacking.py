@@ -168,6 +168,8 @@ def cartesian_prod(*tensors):
 def diff(input, n=1, dim=-1, prepend=None, append=None):
     """The n-th forward difference along ``dim`` (with ``prepend``/``append`` joined first)."""
     from .shape_ops import narrow
+    if n == 0:          # PyTorch's: the input as it is, prepend and append ignored
+        return input
     dim = norm_dim(dim, input.ndim)
     if prepend is not None or append is not None:
         def along(t):
