@@ -109,8 +109,6 @@ _ALL_STAGES = {
     "gather": "an empty uint8 index raises (PyTorch accepts it)",
     "nn.functional.pad[replicate_negative]": "replicate pad with negative pads raises",
     "normal[number_mean]": "sample passes layout=torch.strided: tracegrad has no layouts",
-    "tensordot": "a size-1 contracted dim against a longer one raises (PyTorch broadcasts)",
-    "nn.functional.group_norm": "an empty batch (N=0) raises in its reshape",
     "nn.functional.multi_margin_loss": "a 0-dim input raises (PyTorch accepts it)",
     "nn.functional.multilabel_margin_loss": "a 0-dim input raises (PyTorch accepts it)",
     "nn.functional.triplet_margin_with_distance_loss": "sample passes a torch.nn module "
@@ -123,13 +121,9 @@ KNOWN = {
     ("nn.functional.embedding_bag", "forward"): "sparse=True (sparse gradients) unsupported",
     ("nn.functional.embedding_bag", "compiled"): "sparse=True (sparse gradients) "
                                                  "unsupported",
-    ("linalg.norm", "forward"): "ord=inf over an empty matrix raises in amax",
-    ("linalg.norm[subgradients_at_zero]", "forward"): "ord=inf over an empty matrix raises "
-                                                      "in amax",
     ("linalg.cholesky_ex", "compiled"): "reads its info with .numpy(): compile rejects it",
     ("linalg.inv_ex", "compiled"): "reads its info with .numpy(): compile rejects it",
     ("linalg.solve_ex", "compiled"): "reads its info with .numpy(): compile rejects it",
-    ("linalg.det", "grad"): "backward of the det of a 0x0 matrix raises (narrow)",
     ("linspace[tensor_overload]", "compiled"): "tensor start/end are read with .numpy(), "
                                                "which compile rejects",
     ("gradient", "compiled"): "coordinate tensors as spacing are read with .numpy(), which "

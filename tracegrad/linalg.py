@@ -78,8 +78,14 @@ def _cofactor(a):
 det_p = Primitive(
     "linalg_det", lambda xp, a: xp.linalg.det(a), dtype=float_rule("det"),
     shape=lambda s: square_rule("det")(s)[:-2],
-    vjp=(lambda g, a, out: _matrix_of(g) * _cofactor(a),), saves=("self",),
+    vjp=(lambda g, a, out: _det_grad(g, a),), saves=("self",),
     node="LinalgDetBackward0")
+
+
+def _det_grad(g, a):
+    if a.shape[-1] == 0:        # det of a 0x0 matrix is 1, a constant: an empty gradient
+        return broadcast_to(_matrix_of(g), a.shape)
+    return _matrix_of(g) * _cofactor(a)
 
 logabsdet_p = Primitive(
     "linalg_logabsdet", lambda xp, a: xp.linalg.slogdet(a)[1], dtype=float_rule("slogdet"),

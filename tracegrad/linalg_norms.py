@@ -75,7 +75,10 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
         rest = [d for d in range(A.ndim) if d not in (d0, d1)]
         moved = A.permute(*rest, d0, d1)
         s = svdvals(moved)
-        out = sum(s, -1) if ord == "nuc" else (amax(s, -1) if ord == 2 else amin(s, -1))
+        if ord == "nuc" or (ord == 2 and s.shape[-1] == 0):     # no singular values: 0
+            out = sum(s, -1)
+        else:
+            out = amax(s, -1) if ord == 2 else amin(s, -1)
         if keepdim:
             for d in sorted((d0, d1)):
                 out = unsqueeze(out, d)
@@ -84,7 +87,10 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
         inner, outer = (d0, d1) if ord in (1, -1) else (d1, d0)
         sums = sum(abs(A), inner, keepdim=True)
         pick = amax if ord in (1, math.inf) else amin
-        out = pick(sums, outer, keepdim=True)
+        if sums.shape[outer] == 0 and pick is amax:     # the max of no sums of |a|: 0
+            out = sum(sums, outer, keepdim=True)
+        else:
+            out = pick(sums, outer, keepdim=True)
         return out if keepdim else squeeze(out, tuple(sorted((d0, d1))))
     raise op_error("linalg.matrix_norm", f"Order {ord} not supported.")
 

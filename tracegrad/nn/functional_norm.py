@@ -24,7 +24,8 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
         raise op_error("group_norm", f"Expected number of channels in input to be divisible by "
                                      f"num_groups, but got input of shape {list(input.shape)} and "
                                      f"num_groups={num_groups}")
-    x = input.reshape(n, num_groups, -1)
+    per_group = (c // num_groups) * math.prod(input.shape[2:])
+    x = input.reshape(n, num_groups, per_group)     # explicit: -1 is ambiguous for n = 0
     mean = x.mean(-1, keepdim=True)
     centered = x - mean
     out = (centered * (centered * centered).mean(-1, keepdim=True).add(eps).rsqrt())

@@ -206,7 +206,13 @@ def tensordot(a, b, dims=2, out=None):
             da, db = [da], [db]
         da = [norm_dim(d, a.ndim) for d in da]
         db = [norm_dim(d, b.ndim) for d in db]
-    for i, j in zip(da, db):
+    for i, j in zip(da, db):      # a size-1 dim against a longer one broadcasts (PyTorch's)
+        if a.shape[i] != b.shape[j] and 1 in (a.shape[i], b.shape[j]):
+            size = max(a.shape[i], b.shape[j])
+            if a.shape[i] == 1:
+                a = a.expand(*[size if k == i else -1 for k in range(a.ndim)])
+            else:
+                b = b.expand(*[size if k == j else -1 for k in range(b.ndim)])
         if a.shape[i] != b.shape[j]:
             raise op_error("tensordot", f"contracted dimensions need to match, but first has "
                                         f"size {a.shape[i]} in dim {i} and second has size "
