@@ -121,6 +121,31 @@ def gradient(data, g, maximize, weight_decay):
     return g, own
 
 
+def decay_decoupled(p, data, lr, weight_decay):
+    """AdamW's ``p.mul_(1 - lr * weight_decay)``, on the array."""
+    np.multiply(data, 1 - lr * weight_decay, out=data)
+    bump(p)
+
+
+def adam_moments(state, g, beta1, beta2):
+    """Adam's moment updates as the loop writes them: ``exp_avg.lerp_(grad, 1 - beta1)``
+    and ``exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)``, in that order of
+    ufuncs; returns the two arrays and the scratch array (of g's shape) the caller may
+    reuse."""
+    exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+    m, v = exp_avg._data, exp_avg_sq._data
+    tmp = np.subtract(g, m)
+    np.multiply(tmp, 1 - beta1, out=tmp)
+    np.add(m, tmp, out=m)
+    np.multiply(v, beta2, out=v)
+    np.multiply(g, 1 - beta2, out=tmp)
+    np.multiply(tmp, g, out=tmp)
+    np.add(v, tmp, out=v)
+    bump(exp_avg)
+    bump(exp_avg_sq, 2)
+    return m, v, tmp
+
+
 def add_scaled(data, x, alpha, scratch=None):
     """``data += x * alpha`` as ``add_(x, alpha=alpha)`` (the product rounded first, and
     skipped where ``alpha`` is 1, as ``add_`` skips it); ``scratch``, if given, an array

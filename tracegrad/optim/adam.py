@@ -86,20 +86,9 @@ class Adam(Optimizer):
         for p, data, g, state in fused:
             step = _foreach.count_step(state)
             if decoupled:
-                np.multiply(data, 1 - lr * weight_decay, out=data)
-                _foreach.bump(p)
+                _foreach.decay_decoupled(p, data, lr, weight_decay)
             g, _ = _foreach.gradient(data, g, maximize, 0 if decoupled else weight_decay)
-            exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-            m, v = exp_avg._data, exp_avg_sq._data
-            tmp = np.subtract(g, m)                                 # lerp_(grad, 1 - beta1)
-            np.multiply(tmp, 1 - beta1, out=tmp)
-            np.add(m, tmp, out=m)
-            np.multiply(v, beta2, out=v)                            # addcmul_, same order
-            np.multiply(g, 1 - beta2, out=tmp)
-            np.multiply(tmp, g, out=tmp)
-            np.add(v, tmp, out=v)
-            _foreach.bump(exp_avg)
-            _foreach.bump(exp_avg_sq, 2)
+            m, v, tmp = _foreach.adam_moments(state, g, beta1, beta2)
             if amsgrad:
                 max_sq = state["max_exp_avg_sq"]
                 v = np.maximum(max_sq._data, v, out=max_sq._data)

@@ -90,25 +90,14 @@ class NAdam(Optimizer):
         for p, data, g, state in fused:
             step = _foreach.count_step(state)
             if decoupled:
-                np.multiply(data, 1 - lr * weight_decay, out=data)
-                _foreach.bump(p)
+                _foreach.decay_decoupled(p, data, lr, weight_decay)
             g, own = _foreach.gradient(data, g, maximize, 0 if decoupled else weight_decay)
             mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * momentum_decay)))
             mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((step + 1) * momentum_decay)))
             mu_product = state["mu_product"]
             np.multiply(mu_product._data, mu, out=mu_product._data)
             _foreach.bump(mu_product)
-            exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-            m, v = exp_avg._data, exp_avg_sq._data
-            denom = np.subtract(g, m)                               # lerp_(grad, 1 - beta1)
-            np.multiply(denom, 1 - beta1, out=denom)
-            np.add(m, denom, out=m)
-            np.multiply(v, beta2, out=v)                            # addcmul_, same order
-            np.multiply(g, 1 - beta2, out=denom)
-            np.multiply(denom, g, out=denom)
-            np.add(v, denom, out=v)
-            _foreach.bump(exp_avg)
-            _foreach.bump(exp_avg_sq, 2)
+            m, v, denom = _foreach.adam_moments(state, g, beta1, beta2)
             np.divide(v, 1 - beta2 ** step, out=denom)
             np.add(np.sqrt(denom, out=denom), eps, out=denom)
             mu_product_value = mu_product._data.item()
