@@ -20,7 +20,7 @@ import numpy as np
 
 from ..ops import sqrt
 from . import _foreach
-from .optimizer import Optimizer, _no_grad_step
+from .optimizer import Optimizer
 
 
 class Adadelta(Optimizer):
@@ -37,14 +37,6 @@ class Adadelta(Optimizer):
         defaults = dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize,
                         capturable=capturable, foreach=foreach, differentiable=differentiable)
         super().__init__(params, defaults)
-
-    @_no_grad_step
-    def step(self, closure=None):
-        loss = self._closure_loss(closure)
-        for group in self._groups():
-            rest = self._fused_group(group) if _foreach.enabled(group) else None
-            self._single_group(group, rest)
-        return loss
 
     def _single_group(self, group, params=None):
         """The per-parameter step (Tensor ops) over ``params`` (all of the group's if None)."""

@@ -22,7 +22,7 @@ import numpy as np
 from .. import creation, dtypes
 from ..ops import sqrt
 from . import _foreach
-from .optimizer import Optimizer, _no_grad_step, scalar
+from .optimizer import Optimizer, scalar
 
 
 class Adagrad(Optimizer):
@@ -48,14 +48,6 @@ class Adagrad(Optimizer):
                 state = self.state[p]
                 state["step"] = creation.tensor(0.0, dtype=dtypes.float32)
                 state["sum"] = creation.full_like(p, initial_accumulator_value)
-
-    @_no_grad_step
-    def step(self, closure=None):
-        loss = self._closure_loss(closure)
-        for group in self._groups():
-            rest = self._fused_group(group) if _foreach.enabled(group) else None
-            self._single_group(group, rest)
-        return loss
 
     def _single_group(self, group, params=None):
         """The per-parameter step (Tensor ops) over ``params`` (all of the group's if None)."""

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..ops import sqrt
 from . import _foreach
-from .optimizer import Optimizer, _no_grad_step, check_args, scalar
+from .optimizer import Optimizer, check_args, scalar
 
 
 class NAdam(Optimizer):
@@ -42,14 +42,6 @@ class NAdam(Optimizer):
 
     def _state_for(self, p):
         return self._lazy_state(p, "exp_avg", "exp_avg_sq", mu_product=1.0)
-
-    @_no_grad_step
-    def step(self, closure=None):
-        loss = self._closure_loss(closure)
-        for group in self._groups():
-            rest = self._fused_group(group) if _foreach.enabled(group) else None
-            self._single_group(group, rest)
-        return loss
 
     def _single_group(self, group, params=None):
         """The per-parameter step (Tensor ops) over ``params`` (all of the group's if None)."""

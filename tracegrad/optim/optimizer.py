@@ -16,6 +16,7 @@ from copy import deepcopy
 from itertools import chain
 
 from .. import _hooks, creation, dtypes
+from . import _foreach
 from ..autograd.grad_mode import no_grad
 from ..nn.module import zero_grads
 from ..tensor import Tensor
@@ -166,8 +167,19 @@ class Optimizer:
     def zero_grad(self, set_to_none=True):
         zero_grads(chain.from_iterable(g["params"] for g in self.param_groups), set_to_none)
 
+    @_no_grad_step
     def step(self, closure=None):
-        raise NotImplementedError
+        """One update of every group: the fused step (``_fused_group``, see ``_foreach``)
+        where it may run, then the per-parameter loop (``_single_group``) over the
+        parameters it left. An optimizer without that loop overrides ``step``."""
+        if not hasattr(self, "_single_group"):
+            raise NotImplementedError
+        loss = self._closure_loss(closure)
+        fused = getattr(self, "_fused_group", None)
+        for group in self._groups():
+            rest = fused(group) if fused is not None and _foreach.enabled(group) else None
+            self._single_group(group, rest)
+        return loss
 
     def _groups(self):
         """The parameter groups as a step reads them. Inside ``tracegrad.compile`` each is a

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..ops import sqrt
 from . import _foreach
-from .optimizer import Optimizer, _no_grad_step
+from .optimizer import Optimizer
 
 
 class RMSprop(Optimizer):
@@ -44,14 +44,6 @@ class RMSprop(Optimizer):
         return self._lazy_state(p, "square_avg",
                                 *(("momentum_buffer",) if group["momentum"] > 0 else ()),
                                 *(("grad_avg",) if group["centered"] else ()))
-
-    @_no_grad_step
-    def step(self, closure=None):
-        loss = self._closure_loss(closure)
-        for group in self._groups():
-            rest = self._fused_group(group) if _foreach.enabled(group) else None
-            self._single_group(group, rest)
-        return loss
 
     def _single_group(self, group, params=None):
         """The per-parameter step (Tensor ops) over ``params`` (all of the group's if None)."""

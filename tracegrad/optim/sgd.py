@@ -14,7 +14,7 @@ arrays, bit for bit the loop's); False runs the per-parameter loop.
 import numpy as np
 
 from . import _foreach
-from .optimizer import Optimizer, _no_grad_step
+from .optimizer import Optimizer
 
 
 class SGD(Optimizer):
@@ -32,14 +32,6 @@ class SGD(Optimizer):
                         nesterov=nesterov, maximize=maximize, foreach=foreach,
                         differentiable=differentiable, fused=fused)
         super().__init__(params, defaults)
-
-    @_no_grad_step
-    def step(self, closure=None):
-        loss = self._closure_loss(closure)
-        for group in self._groups():
-            rest = self._fused_group(group) if _foreach.enabled(group) else None
-            self._single_group(group, rest)
-        return loss
 
     def _single_group(self, group, params=None):
         """The per-parameter step (Tensor ops) over ``params`` (all of the group's if None)."""
