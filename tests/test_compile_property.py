@@ -499,15 +499,20 @@ def _values(prog, call):
     return [-v for v in vals] if call == 3 else vals
 
 
+def _zeros_for_missing(got, want, what):
+    """Whether exactly one side is missing and the other is a second-order gradient of
+    zeros (a tuple of them, or one): eager gives relu's second derivative as zeros (its
+    threshold_backward node, as PyTorch's), compiled relu's gradient has no graph."""
+    if (got is None) == (want is None) or "second-order" not in what:
+        return False
+    present = got if got is not None else want
+    items = present if isinstance(present, (tuple, list)) else (present,)
+    return all(x is None or not _np(x).any() for x in items)
+
+
 def _both_exist(g, w, kind):
-    """Both results exist or neither; except that a second-order gradient eager gives as
-    zeros (relu's threshold_backward node, as PyTorch's) may be missing compiled, where
-    relu's gradient has no graph."""
-    if (g is None) == (w is None):
-        return True
-    present = g if g is not None else w
-    return kind == "second-order grad" and all(
-        x is None or not np.asarray(x).any() for x in present)
+    """Both results exist or neither (or ``_zeros_for_missing``)."""
+    return (g is None) == (w is None) or _zeros_for_missing(g, w, kind)
 
 
 def _assert_like_eager(got, want, where):
@@ -562,16 +567,8 @@ def _eager(fn, arrays, prog, other_sizes=False):
         PROBE.stop()
 
 
-def _zero_for_none(got, want, what):
-    """Whether one side is None and the other a second-order gradient of zeros (see
-    ``_both_exist``), which counts as the same."""
-    if (got is None) == (want is None) or "second-order" not in what:
-        return False
-    return not _np(got if got is not None else want).any()
-
-
 def _close(got, want, what):
-    if _zero_for_none(got, want, what):
+    if _zeros_for_missing(got, want, what):
         return
     assert (got is None) == (want is None), f"{what}: None vs not None"
     if got is None:
@@ -926,7 +923,7 @@ def _special_values(prog, call):
 def _same_special(got, want, what, signs):
     """Shapes, dtypes, NaN and infinity positions equal; with ``signs`` the sign of every zero
     too; finite values to float64 round-off."""
-    if _zero_for_none(got, want, what):
+    if _zeros_for_missing(got, want, what):
         return
     assert (got is None) == (want is None), f"{what}: None vs not None"
     if got is None:
