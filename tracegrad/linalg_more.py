@@ -313,23 +313,11 @@ def cholesky_ex(A, *, upper=False, check_errors=False):
     return _cholesky_ex_result(where(ok[..., None, None], L, float("nan")), _info(A, failed))
 
 
-def _first_zero_pivot(m):
-    """LAPACK getrf's info for one matrix: the 1-based index of the first zero pivot of its
-    LU factorisation with partial pivoting, or 0."""
-    u = np.array(m, dtype=np.float64)
-    n = u.shape[0]
-    for k in range(n):
-        p = k + int(np.argmax(np.abs(u[k:, k])))
-        if u[p, k] == 0:
-            return k + 1
-        u[[k, p]] = u[[p, k]]
-        u[k + 1:, k:] -= np.outer(u[k + 1:, k] / u[k, k], u[k, k:])
-    return 0
-
-
 def _singular(A):
-    a = A.detach().cpu().numpy().reshape(-1, *A.shape[-2:])
-    return np.array([_first_zero_pivot(m) for m in a], dtype=np.int64).reshape(A.shape[:-2])
+    """LAPACK getrf's info per matrix of the batch (``linalg_lu``'s factorisation): 0, or
+    the 1-based index of the first zero pivot."""
+    from .linalg_lu import _factor
+    return _factor(np, A.detach().cpu().numpy())[2]
 
 
 def _on_invertible(fn, A, failed, *rest):

@@ -12,6 +12,7 @@
   (tracegrad is deterministic: the flags are kept and reported), ``mvlgamma``,
   ``igamma``/``igammac``, ``nuclear_norm``, ``frobenius_norm``, ``gradient``.
 """
+import builtins
 import math
 
 import numpy as np
@@ -290,7 +291,7 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
     one number per dim, or one coordinate tensor per dim (NumPy's gradient). A tuple."""
     if edge_order not in (1, 2):
         raise RuntimeError("torch.gradient only supports edge_order=1 and edge_order=2.")
-    dims = list(range_(input.ndim)) if dim is None else (
+    dims = list(builtins.range(input.ndim)) if dim is None else (
         [dim] if isinstance(dim, int) else list(dim))
     dims = [d % input.ndim for d in dims]
     if spacing is None:
@@ -350,9 +351,6 @@ def _gradient_along(f, d, dx, edge_order):
                      + at(n - 2, 1) * (-(h2 + h1) / (h1 * h2))
                      + at(n - 1, 1) * ((2 * h2 + h1) / (h2 * (h1 + h2))))
     return cat(parts, d)
-
-
-range_ = __builtins__["range"] if isinstance(__builtins__, dict) else __builtins__.range
 
 
 def exports():
