@@ -74,18 +74,9 @@ op("cholesky_inverse[upper]", lambda lib, l: lib.cholesky_inverse(_tri(lib, l).m
 
 
 def _np_lu(a):
-    """P, L, U of one matrix (SciPy's convention A = P L U, which is LAPACK's), without
-    SciPy: the same partial pivoting written out."""
-    from tracegrad.linalg_lu import _factor_one
-    lu, piv, _ = _factor_one(a)
-    m, n = a.shape
-    k = min(m, n)
-    perm = np.arange(m)
-    for j, p in enumerate(piv):
-        perm[[j, p - 1]] = perm[[p - 1, j]]
-    P = np.zeros((m, m))
-    P[perm, np.arange(m)] = 1.0
-    return P, np.tril(lu[:, :k], -1) + np.eye(m, k), np.triu(lu[:k, :])
+    """P, L, U of one matrix by SciPy (A = P L U, LAPACK's convention), an independent
+    reference for tracegrad's own factorisation."""
+    return sl.lu(a)
 
 
 def _np_packed(P, L, U):
@@ -95,12 +86,13 @@ def _np_packed(P, L, U):
     return np.pad(np.tril(L, -1), ((0, 0), (0, n - k))) + np.pad(U, ((0, m - k), (0, 0)))
 
 
-for _shape in ((3, 3), (3, 5), (5, 3)):
-    op(f"linalg.lu_factor[{_shape[0]}x{_shape[1]}].LU",
-       lambda lib, a: _L(lib).lu_factor(a)[0],
-       lambda a: _np_packed(*_np_lu(a)), [_shape], ["linalg_lu"])
-    op(f"linalg.lu[{_shape[0]}x{_shape[1]}]", lambda lib, a: tuple(_L(lib).lu(a)),
-       _np_lu, [_shape], ["linalg_lu"])
+if sl is not None:       # the LU references are SciPy's
+    for _shape in ((3, 3), (3, 5), (5, 3)):
+        op(f"linalg.lu_factor[{_shape[0]}x{_shape[1]}].LU",
+           lambda lib, a: _L(lib).lu_factor(a)[0],
+           lambda a: _np_packed(*_np_lu(a)), [_shape], ["linalg_lu"])
+        op(f"linalg.lu[{_shape[0]}x{_shape[1]}]", lambda lib, a: tuple(_L(lib).lu(a)),
+           _np_lu, [_shape], ["linalg_lu"])
 op("linalg.lu_solve", lambda lib, a, b: _L(lib).lu_solve(*_L(lib).lu_factor(a), b),
    lambda a, b: np.linalg.solve(a, b), [(3, 3), (3, 2)], ["linalg_lu"])
 op("linalg.lu_solve[adjoint, right]",
