@@ -180,6 +180,24 @@ def _phase(end_step, start_lr, end_lr, start_momentum, end_momentum):
 
 
 # schedulers of schedulers, and the metric-driven one ----------------------------------------
+def _check_schedulers(name, optimizer, schedulers):
+    """PyTorch's checks of the schedulers ``name`` (SequentialLR, ChainedScheduler) drives:
+    each has an optimizer, the same one, and none is a ReduceLROnPlateau."""
+    for i, scheduler in enumerate(schedulers):
+        if not hasattr(scheduler, "optimizer"):
+            raise TypeError(f"{name} at index {i} should have `optimizer` as its attribute.")
+        if isinstance(scheduler, ReduceLROnPlateau):
+            raise ValueError(f"{name} does not support `ReduceLROnPlateau` scheduler as it "
+                             f"requires additional kwargs to be specified when calling "
+                             f"`step`, but got one at index {i} in the given schedulers "
+                             f"sequence.")
+        if optimizer != scheduler.optimizer:
+            raise ValueError(f"{name} expects all schedulers to belong to the same "
+                             f"optimizer, but got scheduler {type(scheduler).__name__} at "
+                             f"index {i} has {scheduler.optimizer}, which is different "
+                             f"from {type(optimizer).__name__}.")
+
+
 class SequentialLR(LRScheduler):
     """Run ``schedulers[i]`` from ``milestones[i - 1]`` on; at a milestone the next scheduler
     restarts from its epoch 0 (closed form, from its ``base_lrs``). ``step()`` takes no epoch.
@@ -190,19 +208,7 @@ class SequentialLR(LRScheduler):
         name = type(self).__name__
         if len(schedulers) < 1:
             raise ValueError(f"{name} expects at least one scheduler, but got no scheduler.")
-        for i, scheduler in enumerate(schedulers):
-            if not hasattr(scheduler, "optimizer"):
-                raise TypeError(f"{name} at index {i} should have `optimizer` as its attribute.")
-            if isinstance(scheduler, ReduceLROnPlateau):
-                raise ValueError(f"{name} does not support `ReduceLROnPlateau` scheduler as it "
-                                 f"requires additional kwargs to be specified when calling "
-                                 f"`step`, but got one at index {i} in the given schedulers "
-                                 f"sequence.")
-            if optimizer != scheduler.optimizer:
-                raise ValueError(f"{name} expects all schedulers to belong to the same "
-                                 f"optimizer, but got scheduler {type(scheduler).__name__} at "
-                                 f"index {i} has {scheduler.optimizer}, which is different "
-                                 f"from {type(optimizer).__name__}.")
+        _check_schedulers(name, optimizer, schedulers)
         if len(milestones) != len(schedulers) - 1:
             raise ValueError(f"Sequential Schedulers expects number of schedulers provided to "
                              f"be one more than the number of milestone points, but got number "
@@ -261,19 +267,7 @@ class ChainedScheduler(LRScheduler):
             raise ValueError(f"{name} expects at least one scheduler to be chained, but got no "
                              f"scheduler.")
         optimizer = optimizer or schedulers[0].optimizer
-        for i, scheduler in enumerate(schedulers):
-            if not hasattr(scheduler, "optimizer"):
-                raise TypeError(f"{name} at index {i} should have `optimizer` as its attribute.")
-            if isinstance(scheduler, ReduceLROnPlateau):
-                raise ValueError(f"{name} does not support `ReduceLROnPlateau` scheduler as it "
-                                 f"requires additional kwargs to be specified when calling "
-                                 f"`step`, but got one at index {i} in the given schedulers "
-                                 f"sequence.")
-            if optimizer != scheduler.optimizer:
-                raise ValueError(f"{name} expects all schedulers to belong to the same "
-                                 f"optimizer, but got scheduler {type(scheduler).__name__} at "
-                                 f"index {i} has {scheduler.optimizer}, which is different "
-                                 f"from {type(optimizer).__name__}.")
+        _check_schedulers(name, optimizer, schedulers)
         self._schedulers = schedulers
         self.optimizer = optimizer
         self._last_lr = _group_values(schedulers[-1].optimizer, "lr")
