@@ -181,20 +181,19 @@ def _gammainc_grad(g, a, x, upper):
     return g * (-d if upper else d)
 
 
-special_gammainc_p = Primitive(
-    "special_gammainc",
-    lambda xp, a, x: scipy_special(xp, "gammainc", "special.gammainc")(_as_float(a),
-                                                                       _as_float(x)),
-    args=("self", "other"), dtype=float_promote, shape=broadcast,
-    vjp=(None, lambda g, a, x, out: _gammainc_grad(g, a, x, False)),
-    saves=("self", "other"), kind="other")
-special_gammaincc_p = Primitive(
-    "special_gammaincc",
-    lambda xp, a, x: scipy_special(xp, "gammaincc", "special.gammaincc")(_as_float(a),
-                                                                         _as_float(x)),
-    args=("self", "other"), dtype=float_promote, shape=broadcast,
-    vjp=(None, lambda g, a, x, out: _gammainc_grad(g, a, x, True)),
-    saves=("self", "other"), kind="other")
+def _incomplete_gamma_p(name, upper):
+    """The regularised lower (upper) incomplete gamma P(a, x) (Q(a, x)): SciPy's
+    ``gammainc`` (``gammaincc``); differentiable in x only, as in PyTorch."""
+    return Primitive(
+        f"special_{name}",
+        lambda xp, a, x: scipy_special(xp, name, f"special.{name}")(_as_float(a), _as_float(x)),
+        args=("self", "other"), dtype=float_promote, shape=broadcast,
+        vjp=(None, lambda g, a, x, out: _gammainc_grad(g, a, x, upper)),
+        saves=("self", "other"), kind="other")
+
+
+special_gammainc_p = _incomplete_gamma_p("gammainc", upper=False)
+special_gammaincc_p = _incomplete_gamma_p("gammaincc", upper=True)
 
 
 def _binary_fn(prim, name):
