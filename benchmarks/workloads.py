@@ -277,13 +277,15 @@ def rel_error(got, ref):
 
 # one system on one workload, in this process -------------------------------------------------
 
-def prepare(system, workload, names, arrays, wrt, tg_compile=None, device="cpu"):
+def prepare(system, workload, names, arrays, wrt, tg_compile=None, device="cpu",
+            synchronize=True):
     """``make``: wraps the step (timed with the first call) and returns ``call``;
     ``call()`` runs one step and returns (loss, *grads); ``to_numpy`` converts them.
     ``tg_compile`` replaces ``tracegrad.compile`` (compile_time.py instruments it).
     ``device="cuda"`` (gpu.py): the inputs live on the GPU and a call returns once the
     device has finished its work; "CuPy by hand" is the NumPy reference run on CuPy arrays
-    (NumPy hands its functions to CuPy through ``__array_ufunc__``/``__array_function__``)."""
+    (NumPy hands its functions to CuPy through ``__array_ufunc__``/``__array_function__``);
+    ``synchronize=False`` leaves the device running when a call returns (gpu_host.py)."""
     wrt_idx = [names.index(n) for n in wrt]
     if system in ("NumPy by hand", "CuPy by hand"):
         step = NUMPY_STEPS[workload]
@@ -294,7 +296,8 @@ def prepare(system, workload, names, arrays, wrt, tg_compile=None, device="cpu")
 
         def call():
             out = step(*on_gpu)
-            cupy.cuda.Device().synchronize()
+            if synchronize:
+                cupy.cuda.Device().synchronize()
             return out
         return (lambda: call), lambda out: [cupy.asnumpy(o) for o in out]
 
@@ -313,7 +316,7 @@ def prepare(system, workload, names, arrays, wrt, tg_compile=None, device="cpu")
         for i in wrt_idx:
             args[i].requires_grad_()
         params = [args[i] for i in wrt_idx]
-        sync = lib.cuda.synchronize if device != "cpu" else (lambda: None)
+        sync = lib.cuda.synchronize if device != "cpu" and synchronize else (lambda: None)
 
         def make():
             step = compiler(fn) if compiler else fn
