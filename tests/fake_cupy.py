@@ -452,6 +452,11 @@ def _cupy_refuses(name, args, kwargs):
         # CuPy passes out= on to its CUB reduction as the dtype, and fails comparing it
         raise TypeError("operand type(s) all returned NotImplemented from __array_ufunc__"
                         "(<ufunc 'equal'>, ...): min(out=) on CuPy")
+    if name.rsplit(".", 1)[-1] == "astype" and len(args) > 1 and np.dtype(args[1]) == np.longdouble:
+        raise ValueError(f"Unsupported dtype {np.dtype(np.longdouble).name}")
+    if name == "cupyx.scipy.special.polygamma" and args and type(args[0]) is not FakeArray:
+        # CuPy's polygamma computes where(n == 0, ...), which needs an array n
+        raise AttributeError("'bool' object has no attribute 'astype'")
     if name.rsplit(".", 1)[-1] in ("argmax", "argmin") and args:
         a, axis = args[0], kwargs.get("axis", args[1] if len(args) > 1 else None)
         if getattr(a, "ndim", None) == 0 and axis is not None:
@@ -468,6 +473,11 @@ class _UFunc:
 
     def __getattr__(self, name):
         attr = getattr(self._u, name)
+        if name == "accumulate" and self.__name__ not in ("add", "multiply"):
+            def refused(*args, **kwargs):
+                raise NotImplementedError(f"`cupy_{self.__name__}.accumulate` is not "
+                                          "supported yet")
+            return refused
         return _function(attr) if callable(attr) else attr
 
 

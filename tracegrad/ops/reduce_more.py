@@ -26,18 +26,26 @@ from .shape_ops import flip, reshape, squeeze, unsqueeze
 min_max = namedtuple("aminmax", ["min", "max"])
 
 
+def running(xp, ufunc, x, axis):
+    """``ufunc.accumulate(x, axis=axis)``; where the array module has no such scan (CuPy's
+    ``maximum``, ``minimum`` and ``logaddexp`` have none), the same scan by doubling: after
+    the step with shift s every element holds ``ufunc`` over the 2s elements up to it."""
+    try:
+        return ufunc.accumulate(x, axis=axis)
+    except (AttributeError, NotImplementedError, TypeError):
+        pass
+    out = xp.moveaxis(x, axis, -1).copy()
+    shift, n = 1, out.shape[-1]
+    while shift < n:
+        out[..., shift:] = ufunc(out[..., shift:], out[..., :-shift])
+        shift *= 2
+    return xp.moveaxis(out, -1, axis)
+
+
 def _logcumsumexp_impl(xp, x, dim):
     if x.shape[dim] == 0:
         return x.copy()
-    try:
-        return xp.logaddexp.accumulate(x, axis=dim)
-    except (AttributeError, NotImplementedError, TypeError):    # an array module without it
-        out = x.copy()
-        for k in range(1, x.shape[dim]):
-            prev = xp.take(out, [k - 1], axis=dim)
-            cur = xp.take(out, [k], axis=dim)
-            xp.put_along_axis(out, xp.full(prev.shape, k), xp.logaddexp(prev, cur), dim)
-        return out
+    return running(xp, xp.logaddexp, x, dim)
 
 
 def _reversed_logcumsumexp(v, dim):
@@ -77,12 +85,12 @@ def _running_arg_impl(xp, x, dim, largest):
     reached it, a NaN counting as the extremum from where it appears (PyTorch's rule)."""
     if x.shape[dim] == 0:
         return xp.zeros(x.shape, dtype=np.int64)
-    acc = (xp.maximum if largest else xp.minimum).accumulate(x, axis=dim)
+    acc = running(xp, xp.maximum if largest else xp.minimum, x, dim)
     shape = [1] * x.ndim
     shape[dim] = x.shape[dim]
     pos = xp.arange(x.shape[dim]).reshape(shape)
     hit = (x == acc) | (xp.isnan(x) if x.dtype.kind == "f" else False)
-    return xp.maximum.accumulate(xp.where(hit, pos, 0), axis=dim).astype(np.int64)
+    return running(xp, xp.maximum, xp.where(hit, pos, 0), dim).astype(np.int64)
 
 
 running_argmax_p = Primitive(

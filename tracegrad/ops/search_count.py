@@ -178,16 +178,18 @@ def bincount(input, weights=None, minlength=0):
 
 def _torch_linspace(xp, lo, hi, steps, dtype):
     """PyTorch's CPU linspace in ``dtype``: from both ends towards the middle, each point
-    one fused multiply-add (its vectorized kernel's), emulated in a wider float."""
+    one fused multiply-add (its vectorized kernel's), emulated in a wider float. Computed by
+    NumPy (CuPy has no long double) and moved to ``xp``'s device: ``steps`` is a bin count."""
     start, end = dtype.type(lo), dtype.type(hi)
     if steps == 1:
         return xp.full(1, start, dtype=dtype)
     step = (end - start) / dtype.type(steps - 1)
     wide = np.float64 if dtype.itemsize < 8 else np.longdouble
-    i = xp.arange(steps)
+    i = np.arange(steps)
     from_start = wide(start) + wide(step) * i.astype(wide)
     from_end = wide(end) - wide(step) * (steps - 1 - i).astype(wide)
-    return xp.where(i < steps // 2, from_start, from_end).astype(dtype)
+    edges = np.where(i < steps // 2, from_start, from_end).astype(dtype)
+    return edges if xp is np else xp.asarray(edges)
 
 
 def _histc_range(xp, x, lo, hi):
@@ -210,9 +212,7 @@ def _histc_impl(xp, x, bins, lo, hi):
     kept = flat[(flat >= left) & (flat <= right)]
     pos = ((kept - left) * bins / (right - left)).astype(np.int64)
     pos = xp.minimum(pos, bins - 1)
-    out = xp.zeros(bins, dtype=x.dtype)
-    xp.add.at(out, pos, x.dtype.type(1))
-    return out
+    return xp.bincount(pos, minlength=bins).astype(x.dtype)
 
 
 histc_p = Primitive(

@@ -147,7 +147,8 @@ def _polygamma_impl(xp, x, n):
     if n == 0:
         y = scipy_special(xp, "psi", "polygamma")(x)
     else:
-        y = scipy_special(xp, "polygamma", "polygamma")(n, x)
+        # CuPy's polygamma takes n as an array (it calls where(n == 0, ...))
+        y = scipy_special(xp, "polygamma", "polygamma")(n if xp is np else xp.asarray(n), x)
     return _in_dtype(xp, x, xp.asarray(y))
 
 

@@ -37,6 +37,7 @@ from .elementwise import abs, clamp, sqrt, where
 from .index_ops import gather, index_select
 from .linalg import matmul, mm
 from .more_ops import cumprod, cumsum, values_indices
+from .reduce_more import running
 from .reduce_ops import amax, sum
 from .rules import norm_dim
 from .search_count import scalar_name
@@ -140,7 +141,7 @@ def _mode_index_impl(xp, x, dim):
     pos = xp.arange(n)
     starts = xp.concatenate([xp.ones((rows.shape[0], 1), dtype=bool), new_run], axis=1)
     ends = xp.concatenate([new_run, xp.ones((rows.shape[0], 1), dtype=bool)], axis=1)
-    run_start = xp.maximum.accumulate(xp.where(starts, pos, 0), axis=1)
+    run_start = running(xp, xp.maximum, xp.where(starts, pos, 0), 1)
     counts = xp.where(ends, pos - run_start + 1, 0)
     best = xp.argmax(counts, axis=1)
     idx = order[xp.arange(rows.shape[0]), best]
