@@ -8,8 +8,8 @@ NumPy-compatible calls (a CUDA variant's module imports ``cupy as np``), so a ke
 language does not take still runs on the GPU. ``TRACEGRAD_DUMP`` writes the source as
 ``<label>.cu``. ``place(variant, constants)`` ties the variant to its GPU (one variant a
 device: the guard signature holds the device index): its large constants copied there once
-when it is built, its scalar inputs (an optimizer's learning rate) kept there, its driver run
-with that GPU current. The build is synchronous: the
+when it is built, its driver run with that GPU current (host scalars, an optimizer's
+learning rate or step count, copied over at each call). The build is synchronous: the
 first call waits for NVRTC (CuPy's disk cache makes later processes' builds quick).
 ``check(backend, tensors, label)`` is the error for ``backend="cuda"`` where it cannot
 run: without CuPy or a GPU, or with tensors on the CPU (compile does not move data, as
@@ -61,15 +61,15 @@ def place(variant, constants):
     """Make ``variant``'s driver run on its GPU (``variant.device_index``): the NumPy arrays
     among ``constants`` (its module's globals: constants over the inline limit) become
     device arrays once, ``forward`` and ``backward`` run with that GPU as CuPy's current
-    device (where CuPy's calls allocate and launch), and results are kept on it."""
+    device (where CuPy's calls allocate and launch), and results are kept on it. The
+    variant's scalar inputs (a learning rate read afresh each call) stay host tensors, as
+    traced: their guards check that, and ``on_device`` copies them over at each call."""
     cp, index = cupy(), variant.device_index
     ns = variant.namespace
     with cp.cuda.Device(index):
         for name, obj in constants.items():
             if isinstance(obj, np.ndarray):
                 ns[name] = cp.asarray(obj)
-        for t, _ in variant.scalars:    # a learning rate, a step count: written each call
-            t._data = cp.asarray(t._data)
     variant.forward = on_device(variant.forward, cp, index)
     if variant.backward is not None:
         variant.backward = on_device(variant.backward, cp, index)
