@@ -27,6 +27,8 @@ from tracegrad.codegen.numpy import site_comment
 from tracegrad.codegen.support import buffer_bytes
 from tracegrad.ops.core import op_error
 
+from . import cuda_graphs
+
 
 def on_gpu(array):
     """Whether ``array`` (a tensor's data) lives on a GPU: a CuPy array, not NumPy's."""
@@ -70,7 +72,11 @@ def place(variant, constants):
         for name, obj in constants.items():
             if isinstance(obj, np.ndarray):
                 ns[name] = cp.asarray(obj)
-    variant.forward = on_device(variant.forward, cp, index)
+    variant.graph_off = cuda_graphs.unwanted(variant)
+    if variant.graph_off is None:   # a whole step: replayed as one CUDA graph once warm
+        variant.forward = cuda_graphs.Graphed(variant, variant.forward, cp, index)
+    else:
+        variant.forward = on_device(variant.forward, cp, index)
     if variant.backward is not None:
         variant.backward = on_device(variant.backward, cp, index)
     variant.on_device = lambda: cp.cuda.Device(index)

@@ -47,7 +47,8 @@ fi
 if has tests; then
     tests=${TESTS:-"tests/test_cuda_eager.py tests/test_cuda_compiled.py
         tests/test_cuda_codegen.py tests/test_ops.py tests/test_compile_ops.py
-        tests/test_compile_property.py tests/test_seeds.py tests/test_serialization.py"}
+        tests/test_compile_property.py tests/test_seeds.py tests/test_serialization.py
+        tests/test_cuda_graphs.py"}
     # shellcheck disable=SC2086
     # -v: each result is logged as it comes, so a cap still leaves the names of failures
     TRACEGRAD_TEST_DEVICE=cuda timeout "${TESTS_S:-900}" $py -m pytest -v --tb=short -rfEs \

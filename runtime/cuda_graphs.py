@@ -1,0 +1,294 @@
+"""CUDA graphs for a compiled step: a variant's launches recorded once, replayed by one call.
+
+A whole compiled training step on the GPU makes hundreds of launches (its kernels, CuPy's
+calls, cuBLAS's products), each a few microseconds of Python and driver on the host, while
+the GPU waits; a graph launches all of them with one call (``Graphed``).
+
+Which variants (``unwanted`` says why not): on the CUDA tier, with no backward of their own
+(a whole step that calls ``backward`` and the optimizer inside, or a function under
+``no_grad``), with static shapes and no random draws (a replay would draw the same numbers).
+``TRACEGRAD_CUDA_GRAPHS=0`` turns graphs off.
+
+How: calls 1 and 2 run as they are: CuPy loads the kernels, the workspaces fill, and the
+inputs whose arrays move from call to call show themselves. Call 3 records the forward on a
+stream of its own (allocations from a memory pool of its own) and launches the recording;
+later calls launch it again.
+
+- Inputs: an array that stayed put over calls 1 and 2 (a parameter, an optimizer's state)
+  is read where it is; one that moved (a batch), and a host array (a learning rate, a step
+  count), is copied into a buffer the graph reads, before each launch. A later call whose
+  fixed input moved records again with that input copied (at most ``MAX_CAPTURES`` times,
+  then the variant runs without a graph).
+- Outputs: the new values of the tensors the step writes go into them inside the graph (a
+  host one, the step count, is copied back after the launch); every other output is a
+  buffer of the graph, copied out after each launch, so the next launch never overwrites
+  a result a caller holds.
+- Matrix products: CuPy refuses cuBLAS while a stream records, so while recording, the
+  generated code's ``matmul`` of float32 and float64 calls cuBLAS itself (``_gemm``,
+  through ctypes) on a handle of the graph's.
+- Anything else recording refuses (a host synchronisation, another library) leaves the
+  variant without a graph; ``Graphed.off`` says why.
+"""
+import ctypes
+import os
+
+import numpy as np
+
+WARM_CALLS = 2
+MAX_CAPTURES = 4
+
+
+def unwanted(variant):
+    """Why ``variant`` (a CUDA one) runs without a graph, or None."""
+    if os.environ.get("TRACEGRAD_CUDA_GRAPHS", "1") == "0":
+        return "TRACEGRAD_CUDA_GRAPHS=0"
+    if variant.seeds:
+        return "it has a backward (its saved values would need copying out)"
+    if variant.sizes is not None:
+        return "its shapes are dynamic"
+    if any(n.op == "random" for n in variant.forward_graph.nodes):
+        return "it draws random numbers (a replay would draw the same ones)"
+    return None
+
+
+def _key(a):
+    """What the graph bakes of an input array: where it is and its layout."""
+    if type(a) is np.ndarray:
+        return ("host", a.shape, a.dtype.str)
+    return (a.data.ptr, a.shape, a.strides, a.dtype.str)
+
+
+class Graphed:
+    """``variant``'s generated forward ``fn``, run on GPU ``index`` through a CUDA graph once
+    warm (see the module docstring). ``replays`` counts the launches of a recording."""
+
+    def __init__(self, variant, fn, cp, index):
+        self.fn, self.cp, self.index = fn, cp, index
+        self.namespace = variant.namespace
+        self.n_results = variant.n_results
+        self.mutated = list(variant.mutated)
+        self.calls = self.captures = self.replays = 0
+        self.seen, self.moving = None, set()
+        self.graph = self.off = None
+        self.__wrapped__ = fn
+
+    def __call__(self, *arrays):
+        cp = self.cp
+        with cp.cuda.Device(self.index):
+            if self.off is not None:
+                return self._plain(arrays)
+            keys = [_key(a) for a in arrays]
+            self.calls += 1
+            if self.calls <= WARM_CALLS:
+                if self.seen is not None:
+                    self.moving |= {i for i, (k, s) in enumerate(zip(keys, self.seen))
+                                    if k != s}
+                self.seen = keys
+                return self._plain(arrays)
+            if self.graph is not None:
+                moved = {i for i, k in self.baked.items() if keys[i] != k}
+                if moved:
+                    self.moving |= moved
+                    self.graph = None
+            if self.graph is None:
+                if self.captures >= MAX_CAPTURES:
+                    self.off = f"its inputs kept moving ({MAX_CAPTURES} recordings)"
+                    return self._plain(arrays)
+                try:
+                    self._capture(arrays, keys)
+                except Exception as e:      # noqa: BLE001 - what recording refused
+                    self.off = f"recording failed ({type(e).__name__}: {e})"
+                    self.graph = None
+                    return self._plain(arrays)
+            return self._launch(arrays)
+
+    def _plain(self, arrays):
+        host = np.ndarray
+        return self.fn(*[self.cp.asarray(a) if type(a) is host else a for a in arrays])
+
+    def _capture(self, arrays, keys):
+        cp = self.cp
+        self.captures += 1
+        self.baked = {i: k for i, k in enumerate(keys)
+                      if k[0] != "host" and i not in self.moving}
+        self.buffers = {i: (cp.asarray(a) if type(a) is np.ndarray else cp.empty_like(a))
+                        for i, a in enumerate(arrays) if i not in self.baked}
+        inputs = [self.buffers.get(i, a) for i, a in enumerate(arrays)]
+        self.pool = cp.cuda.MemoryPool()
+        self.stream = stream = cp.cuda.Stream(non_blocking=True)
+        gemm = _Gemm(cp, stream)
+        ns = self.namespace
+        real = ns["np"]
+        cp.cuda.get_current_stream().synchronize()
+        with stream, cp.cuda.using_allocator(self.pool.malloc):
+            ns["np"] = _Recording(real, gemm)
+            stream.begin_capture()
+            try:
+                outs = self.fn(*inputs)
+                first = self.n_results
+                for j, i in enumerate(self.mutated):     # written tensors: inside the graph
+                    if outs[first + j] is not inputs[i]:
+                        cp.copyto(inputs[i], outs[first + j])
+            finally:
+                ns["np"] = real
+                try:
+                    graph = stream.end_capture()
+                except Exception:   # noqa: BLE001 - the error that broke the recording wins
+                    graph = None
+        if graph is None:
+            raise RuntimeError("the stream's recording was invalidated")
+        self.gemm = gemm
+        written = {self.n_results + j: i for j, i in enumerate(self.mutated)}
+        plan = []
+        for k, o in enumerate(outs):
+            src = written.get(k, next((i for i, a in enumerate(inputs) if o is a), None))
+            if src is not None:
+                plan.append(("input", src))
+            elif type(o) is cp.ndarray:
+                plan.append(("copy", o))
+            else:
+                raise RuntimeError(f"output {k} is computed on the host ({type(o).__name__})")
+        self.plan = plan
+        self.graph = graph
+
+    def _launch(self, arrays):
+        cp = self.cp
+        stream = cp.cuda.get_current_stream()
+        for i, buf in self.buffers.items():
+            a = arrays[i]
+            if type(a) is np.ndarray:
+                buf.set(a, stream=stream)
+            else:
+                cp.copyto(buf, a)
+        self.graph.launch(stream)
+        self.replays += 1
+        outs = []
+        for what, x in self.plan:
+            if what == "copy":
+                outs.append(x.copy())
+                continue
+            a = arrays[x]
+            buf = self.buffers.get(x)
+            if buf is not None and x in self.mutated:    # a copied input the step wrote
+                if type(a) is np.ndarray:
+                    a[...] = buf.get()
+                else:
+                    cp.copyto(a, buf)
+            outs.append(a)
+        return tuple(outs)
+
+
+class _Recording:
+    """CuPy as the generated code sees it while a graph records: its ``matmul`` is
+    ``_Gemm``'s, everything else CuPy's own."""
+
+    def __init__(self, cp, gemm):
+        self._cp, self.matmul = cp, gemm
+
+    def __getattr__(self, name):
+        return getattr(self._cp, name)
+
+
+_LIB = {}
+_ONE = {np.dtype(np.float32): np.array(1, np.float32), np.dtype(np.float64): np.array(1.0)}
+_ZERO = {np.dtype(np.float32): np.array(0, np.float32), np.dtype(np.float64): np.array(0.0)}
+
+
+def _cublas():
+    """cuBLAS's functions, from the library CuPy loaded (found in this process's map)."""
+    if not _LIB:
+        with open("/proc/self/maps") as f:
+            paths = sorted({line.split()[-1] for line in f
+                            if "libcublas.so" in line and "libcublasLt" not in line})
+        if not paths:
+            raise RuntimeError("cuBLAS is not loaded")
+        lib = ctypes.CDLL(paths[0])
+        vp, i, ll = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
+        for t in "SD":
+            f = getattr(lib, f"cublas{t}gemm_v2")
+            f.argtypes = [vp, i, i, i, i, i, vp, vp, i, vp, i, vp, vp, i]
+            _LIB[t] = f
+            f = getattr(lib, f"cublas{t}gemmStridedBatched")
+            f.argtypes = [vp, i, i, i, i, i, vp, vp, i, ll, vp, i, ll, vp, vp, i, ll, i]
+            _LIB[t + "batched"] = f
+    return _LIB
+
+
+def _layout(x):
+    """``(x, op, ld, batch stride)`` of a (count, rows, cols) array for cuBLAS's column-major
+    view of it (``op`` 0: rows laid out contiguously, the transpose of what cuBLAS reads; 1:
+    columns contiguous), copied to C order where it is neither."""
+    count, rows, cols = x.shape
+    item = x.itemsize
+    sb, sr, sc = (s // item for s in x.strides)
+    if (sc == 1 or cols == 1) and sr >= max(cols, 1):
+        op, ld = 0, sr
+    elif (sr == 1 or rows == 1) and sc >= max(rows, 1):
+        op, ld = 1, sc
+    else:
+        x = x.copy()
+        sb, op, ld = rows * cols, 0, max(cols, 1)
+    return x, op, ld, (sb if count > 1 else 0)
+
+
+class _Gemm:
+    """``matmul`` through cuBLAS on a handle bound to the recording ``stream``: float32 and
+    float64 operands of two or more dimensions; anything else goes to CuPy's (which
+    refuses to record, so the variant runs without a graph)."""
+
+    def __init__(self, cp, stream):
+        from cupy_backends.cuda.libs import cublas
+        self.cp, self.cublas = cp, cublas
+        self.handle = cublas.create()
+        cublas.setStream(self.handle, stream.ptr)
+        with stream:        # before recording: CuPy loads cuBLAS, the handle makes its state
+            for dt in _ONE:
+                one = cp.ones((1, 1), dtype=dt)
+                cp.matmul(one, one)
+                self(one, one)
+            stream.synchronize()
+
+    def __del__(self):
+        try:
+            self.cublas.destroy(self.handle)
+        except Exception:   # noqa: BLE001 - at exit the library may be gone
+            pass
+
+    def __call__(self, a, b, out=None):
+        cp = self.cp
+        if (out is not None or a.dtype != b.dtype or a.dtype not in _ONE or a.ndim < 2
+                or b.ndim < 2 or a.shape[-1] != b.shape[-2]):
+            return cp.matmul(a, b, out=out)
+        batch = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
+        (m, k), n = a.shape[-2:], b.shape[-1]
+        out = cp.empty(batch + (m, n), dtype=a.dtype)
+        if out.size == 0:
+            return out
+        if k == 0:
+            out[...] = 0
+            return out
+        count = int(np.prod(batch)) if batch else 1
+        a3, b3 = (self._batch(x, batch, count) for x in (a, b))
+        a3, op_a, ld_a, s_a = _layout(a3)
+        b3, op_b, ld_b, s_b = _layout(b3)
+        lib, t = _cublas(), "S" if a.dtype == np.float32 else "D"
+        one, zero = _ONE[a.dtype].ctypes.data, _ZERO[a.dtype].ctypes.data
+        # row-major C = A B is column-major C^T = B^T A^T
+        if count == 1:
+            status = lib[t](self.handle, op_b, op_a, n, m, k, one, b3.data.ptr, ld_b,
+                            a3.data.ptr, ld_a, zero, out.data.ptr, n)
+        else:
+            status = lib[t + "batched"](self.handle, op_b, op_a, n, m, k, one, b3.data.ptr,
+                                        ld_b, s_b, a3.data.ptr, ld_a, s_a, zero,
+                                        out.data.ptr, n, m * n, count)
+        if status != 0:
+            raise RuntimeError(f"cublas{t}gemm returned status {status}")
+        return out
+
+    def _batch(self, x, batch, count):
+        """``x`` as (count, rows, cols): one matrix for every batch entry where ``x`` has no
+        batch dimensions of its own (batch stride 0), else broadcast and flattened."""
+        if all(d == 1 for d in x.shape[:-2]):
+            return x.reshape((1,) + x.shape[-2:])
+        x = self.cp.broadcast_to(x, batch + x.shape[-2:])
+        return x.reshape((count,) + x.shape[-2:])
