@@ -139,7 +139,9 @@ class Emitter:
         return f"P.{op}.impl(np{''.join(', ' + a for a in args)}{kw})"
 
     def constant(self, a):
-        if a.size > _INLINE_LIMIT:
+        # a CUDA variant's constants are module globals, copied to the GPU once (a literal
+        # would be a host-to-device copy at every call, which a CUDA graph cannot record)
+        if a.size > _INLINE_LIMIT or (self.device == "cuda" and a.size):
             return f"{self.global_for(a, 'const')}"
         if a.size == 0:         # ``tolist()`` of a (0, 5, 0) array is ``[]``: the dims go
             return f"np.empty({a.shape!r}, dtype={_np_type(a.dtype)})"

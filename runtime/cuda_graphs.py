@@ -6,8 +6,12 @@ the GPU waits; a graph launches all of them with one call (``Graphed``).
 
 Which variants (``unwanted`` says why not): on the CUDA tier, with no backward of their own
 (a whole step that calls ``backward`` and the optimizer inside, or a function under
-``no_grad``), with static shapes and no random draws (a replay would draw the same numbers).
-``TRACEGRAD_CUDA_GRAPHS=0`` turns graphs off.
+``no_grad``), with static shapes, no random draws (a replay would draw the same numbers)
+and no guard on a value inside the step (SGD's momentum read afresh: a host read).
+``TRACEGRAD_CUDA_GRAPHS=0`` turns graphs off. A step that writes tensors in place (a whole
+training step: parameters, optimizer state, ``.grad``) is replayed only with
+``TRACEGRAD_CUDA_GRAPHS=1``: replays of such steps have not yet been checked on a GPU (a
+function that writes nothing has: tests/test_cuda_graphs.py on the H200).
 
 How: calls 1 and 2 run as they are: CuPy loads the kernels, the workspaces fill, and the
 inputs whose arrays move from call to call show themselves. Call 3 records the forward on a
@@ -40,14 +44,21 @@ MAX_CAPTURES = 4
 
 def unwanted(variant):
     """Why ``variant`` (a CUDA one) runs without a graph, or None."""
-    if os.environ.get("TRACEGRAD_CUDA_GRAPHS", "1") == "0":
+    flag = os.environ.get("TRACEGRAD_CUDA_GRAPHS", "")
+    if flag == "0":
         return "TRACEGRAD_CUDA_GRAPHS=0"
+    if (variant.mutated or variant.n_extra) and flag != "1":
+        return ("it writes tensors in place (a training step): such graphs are opt-in, "
+                "TRACEGRAD_CUDA_GRAPHS=1")
     if variant.seeds:
         return "it has a backward (its saved values would need copying out)"
     if variant.sizes is not None:
         return "its shapes are dynamic"
     if any(n.op == "random" for n in variant.forward_graph.nodes):
         return "it draws random numbers (a replay would draw the same ones)"
+    forward = variant.python_code[variant.python_code.find("\ndef forward("):]
+    if "GuardFailure(" in forward:
+        return "it checks a guard on a value inside the step (a host read a graph cannot make)"
     return None
 
 
@@ -111,17 +122,20 @@ class Graphed:
         self.captures += 1
         self.baked = {i: k for i, k in enumerate(keys)
                       if k[0] != "host" and i not in self.moving}
-        self.buffers = {i: (cp.asarray(a) if type(a) is np.ndarray else cp.empty_like(a))
+        self.buffers = {i: (cp.asarray(a) if type(a) is np.ndarray else a.copy())
                         for i, a in enumerate(arrays) if i not in self.baked}
         inputs = [self.buffers.get(i, a) for i, a in enumerate(arrays)]
         self.pool = cp.cuda.MemoryPool()
         self.stream = stream = cp.cuda.Stream(non_blocking=True)
-        gemm = _Gemm(cp, stream)
+        try:
+            gemm = _Gemm(cp, stream)
+        except ImportError:     # no CuPy's cuBLAS bindings: a product will refuse to record
+            gemm = None
         ns = self.namespace
         real = ns["np"]
         cp.cuda.get_current_stream().synchronize()
         with stream, cp.cuda.using_allocator(self.pool.malloc):
-            ns["np"] = _Recording(real, gemm)
+            ns["np"] = _Recording(real, gemm or real.matmul)
             stream.begin_capture()
             try:
                 outs = self.fn(*inputs)
@@ -132,11 +146,11 @@ class Graphed:
             finally:
                 ns["np"] = real
                 try:
-                    graph = stream.end_capture()
-                except Exception:   # noqa: BLE001 - the error that broke the recording wins
-                    graph = None
-        if graph is None:
-            raise RuntimeError("the stream's recording was invalidated")
+                    graph, ended = stream.end_capture(), None
+                except Exception as e:  # noqa: BLE001 - an error that broke the recording wins
+                    graph, ended = None, e
+        if ended is not None:
+            raise ended
         self.gemm = gemm
         written = {self.n_results + j: i for j, i in enumerate(self.mutated)}
         plan = []

@@ -45,6 +45,7 @@ What it copies from CuPy is the part tracegrad relies on:
 ``install(monkeypatch, n_devices)`` puts the double in ``sys.modules`` and resets what
 tracegrad cached about CuPy; ``monkeypatch`` undoes it all after the test.
 """
+import contextlib
 import functools
 import sys
 import time
@@ -132,7 +133,8 @@ class FakeArray:
     strides = property(lambda self: self._a.strides)
     flags = property(lambda self: self._a.flags)
 
-    def get(self):
+    def get(self, stream=None):
+        _no_transfer("D2H")
         return self._a.copy()
 
     def __array__(self, dtype=None, copy=None):
@@ -180,12 +182,15 @@ class FakeArray:
         return (self[i] for i in range(len(self)))
 
     def __bool__(self):
+        _no_transfer("D2H")
         return bool(self._a)
 
     def __float__(self):
+        _no_transfer("D2H")
         return float(self._a)
 
     def __int__(self):
+        _no_transfer("D2H")
         return int(self._a)
 
     def __index__(self):
@@ -220,6 +225,9 @@ class _Pool:
         self.live = {}          # id of an owning NumPy array -> (device, nbytes)
         self.freed = 0
 
+    def malloc(self, nbytes):   # (a graph's own pool: the double's arrays are NumPy's)
+        return None
+
     def track(self, a, dev):
         owner = a
         while isinstance(owner.base, np.ndarray):
@@ -251,6 +259,15 @@ class _State:
         self.pinned = set()
         self.synchronized = 0
         self.launches = []      # (kernel name, device) of each RawModule kernel launch
+        self.capturing = False  # a stream records a CUDA graph: no host transfers
+        self.record_eagerly = False     # see _Stream.begin_capture
+
+
+def _no_transfer(kind):
+    """CuPy's refusal of a host transfer while a stream records a graph."""
+    if STATE.capturing:
+        raise RuntimeError(f"the current stream is capturing, so {kind} transfers are "
+                           "disallowed")
 
 
 STATE = _State()
@@ -310,6 +327,21 @@ class _Stream:
 
     def synchronize(self):
         pass
+
+    def begin_capture(self):
+        """Recording a graph: the double has none to replay, so it refuses at once; with
+        ``STATE.record_eagerly`` (a test that looks for host transfers) it runs the recorded
+        work eagerly, refusing host transfers as CuPy does, until ``end_capture`` refuses."""
+        if not STATE.record_eagerly:
+            raise RuntimeError("the CuPy double records no graph to replay")
+        STATE.capturing = True
+
+    def end_capture(self):
+        STATE.capturing = False
+        raise RuntimeError("the CuPy double records no graph to replay")
+
+    def is_capturing(self):
+        return STATE.capturing
 
     def wait_event(self, event):
         pass
@@ -442,6 +474,8 @@ def _function(fn, name=None):
 
 def _cupy_refuses(name, args, kwargs):
     """Where CuPy 14 differs from NumPy, as a real GPU showed: raise as CuPy does."""
+    if name in ("item", "tolist"):
+        _no_transfer("D2H")
     def refuse(kw):
         raise TypeError(f"{name.rsplit('.', 1)[-1]}() got an unexpected keyword argument {kw!r}")
     if name in ("indices", "cupy.indices") and "sparse" in kwargs:
@@ -509,6 +543,7 @@ def _asarray(a, dtype=None, order=None):
     # ndarray.copy() (and cupy.array) copy onto the current device
     if type(a) is FakeArray:
         return a if dtype is None or a.dtype == dtype else a.astype(dtype)
+    _no_transfer("H2D")
     return FakeArray(np.array(a, dtype=dtype), STATE.current)
 
 
@@ -519,6 +554,8 @@ def _array(a, dtype=None, copy=True, order=None):
 
 
 def _asnumpy(a, stream=None):
+    if type(a) is FakeArray:
+        _no_transfer("D2H")
     return a._a.copy() if type(a) is FakeArray else np.asarray(a)
 
 
@@ -584,6 +621,8 @@ def make_modules():
     cuda.get_elapsed_time = _elapsed
     cuda.get_current_stream = lambda: _Stream.null
     cuda.set_allocator = _set_allocator
+    cuda.MemoryPool = _Pool
+    cuda.using_allocator = lambda allocator=None: contextlib.nullcontext()
     cuda.get_device_id = lambda: STATE.current
     cuda.nvtx = _Nvtx()
     random = types.ModuleType("cupy.random")

@@ -60,8 +60,8 @@ def test_a_function_under_no_grad_replays_with_new_and_rewritten_arguments():
     assert graphed and graphed[0].off is None and graphed[0].replays >= 5
 
 
-@pytest.mark.parametrize("name", ["gpt_small", "lstm_lm", "dcgan", "vae"])
-def test_whole_training_step_replays_as_eager_trains(name, tmp_path):
+@pytest.mark.parametrize("name", ["gpt_small", "dcgan", "vae"])
+def test_whole_training_step_replays_as_eager_trains(name, tmp_path, monkeypatch):
     """Parameters and optimizer state written in place, Adam's host step count, batches
     cycling through four arrays: 10 steps, as tracegrad eager on the CPU."""
     cfg = zoo.config(name, "small")
@@ -75,6 +75,7 @@ def test_whole_training_step_replays_as_eager_trains(name, tmp_path):
                   for m, mod in step.models.items() for k, p in mod.named_parameters()}
         return losses, params, compiled
 
+    monkeypatch.setenv("TRACEGRAD_CUDA_GRAPHS", "1")     # whole steps: opt-in
     eager_losses, eager_params, _ = train("eager", "cpu")
     losses, params, compiled = train("step", "cuda")
     graphed = _graphed(compiled[0])

@@ -72,6 +72,33 @@ def test_training_on_a_cuda_device_matches_the_cpu(name, how, tmp_path, monkeypa
         np.testing.assert_allclose(params[key], want, rtol=1e-4, atol=1e-6, err_msg=key)
 
 
+@pytest.mark.parametrize("name", ["gpt_small", "lstm_lm", "dcgan", "vae"])
+def test_a_whole_cuda_step_records_without_host_transfers(name, tmp_path, monkeypatch):
+    """A whole compiled step on the GPU is replayed as a CUDA graph from its third call
+    (runtime/cuda_graphs.py), and recording refuses any host transfer. On the CuPy double,
+    which refuses them as CuPy does while a stream records (and has no graph to replay),
+    each model's step records to the end: on the H200 a constant written as a literal (a
+    host-to-device copy per call) and embedding's range check (a host read) stopped it."""
+    import fake_cupy
+    from cuda_emulation import emulator
+    if emulator.CXX is None:
+        pytest.skip("g++ (C++20) is not installed")
+    weights = tmp_path / "w.pt"
+    zoo.save_weights(tg, name, zoo.config(name, "small"), weights)
+    fake_cupy.install(monkeypatch)
+    monkeypatch.setattr(fake_cupy.STATE, "record_eagerly", True)
+    monkeypatch.setenv("TRACEGRAD_CUDA_GRAPHS", "1")     # whole steps: opt-in
+    _, _, compiled, _ = train(name, "step", weights, device="cuda")
+    variants = compiled[0]._variants
+    if name == "lstm_lm":   # SGD's momentum is read afresh and checked inside the step
+        assert [v.graph_off for v in variants] == [
+            "it checks a guard on a value inside the step (a host read a graph cannot make)"]
+        return
+    offs = [v.forward.off for v in variants]
+    assert offs == ["recording failed (RuntimeError: the CuPy double records no graph to "
+                    "replay)"] * len(offs)
+
+
 def test_weights_round_trip_through_torch_save():
     """The benchmark's weight file: saved by PyTorch, loaded by tracegrad, the same values."""
     torch = pytest.importorskip("torch")

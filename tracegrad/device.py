@@ -146,6 +146,13 @@ def xp_of(array):
     return np if type(array) is np.ndarray or isinstance(array, np.generic) else cupy()
 
 
+def recording(xp):
+    """Whether the current stream of ``xp`` (CuPy) records a CUDA graph, when a check that
+    reads a device value on the host cannot run: a replayed step goes without it, as
+    PyTorch's CUDA kernels check such things only by a device assert."""
+    return xp is not np and xp.cuda.get_current_stream().is_capturing()
+
+
 def device_of(array):
     if type(array) is np.ndarray:
         return CPU
