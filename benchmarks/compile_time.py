@@ -2,7 +2,7 @@
 
 The workloads are W2 (a 784-128-10 MLP with a cross-entropy loss, batch 32:
 overhead-bound) and W4 (a layer-norm-like normalisation, a tanh GELU and a
-residual on a 4096x1024 input: memory-bound) of /work/shared/WORKLOADS.md,
+residual on a 4096x1024 input: memory-bound) of ../shared/WORKLOADS.md,
 with the data drawn bit-for-bit as specified there. A "step" is the loss plus
 the named gradients (W2: W1, b1, W2, b2; W4: x, g, b); there is no optimiser
 update. The data, the NumPy references, the steps and the in-process timing

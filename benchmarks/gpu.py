@@ -1,4 +1,4 @@
-"""GPU benchmark: the workloads of /work/shared/WORKLOADS.md on CUDA, against PyTorch and CuPy.
+"""GPU benchmark: the workloads of ../shared/WORKLOADS.md on CUDA, against PyTorch and CuPy.
 
 One command prints one table: for each workload (W1_1M, W1_10M, W2, W3, W4, drawn in
 workloads.py) and each system on the GPU (tracegrad compiled, tracegrad eager, the NumPy

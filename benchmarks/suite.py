@@ -1,4 +1,4 @@
-"""Benchmark suite: the workloads of /work/shared/WORKLOADS.md on every installed system.
+"""Benchmark suite: the workloads of ../shared/WORKLOADS.md on every installed system.
 
 One command prints one table: for each workload (W1_1M, W1_10M, W2, W3, W4, defined and
 drawn bit-for-bit in workloads.py) and each system (tracegrad compiled, tracegrad eager,

@@ -1,4 +1,4 @@
-"""The benchmark workloads of /work/shared/WORKLOADS.md, defined once for every benchmark.
+"""The benchmark workloads of ../shared/WORKLOADS.md, defined once for every benchmark.
 
 Contract:
 
