@@ -4,7 +4,8 @@ The special functions proper (the gamma family, erfinv, Bessel functions, the no
 distribution's functions, zeta, the incomplete gammas) are primitives of
 ``ops/special_fns.py`` computed by SciPy; the rest are tracegrad's own functions under
 SciPy's names (``expit`` is ``sigmoid``, ``gammaln`` is ``lgamma``, ``psi`` is ``digamma``).
-The orthogonal polynomials and ``airy_ai`` are not here.
+The orthogonal polynomials, ``airy_ai`` and ``spherical_bessel_j0`` are
+``ops/special_poly.py``'s.
 """
 import math as _math
 
@@ -16,6 +17,13 @@ from .ops.special_fns import (
     BESSEL, special_entr as entr, special_erfcx as erfcx, special_gammainc as gammainc,
     special_gammaincc as gammaincc, special_i0e as i0e, special_i1 as i1, special_i1e as i1e,
     special_log_ndtr as log_ndtr, special_ndtri as ndtri, special_zeta as zeta,
+)
+from .ops import special_poly as _special_poly
+from .ops.special_poly import (
+    airy_ai, chebyshev_polynomial_t, chebyshev_polynomial_u, chebyshev_polynomial_v,
+    chebyshev_polynomial_w, hermite_polynomial_h, hermite_polynomial_he, laguerre_polynomial_l,
+    legendre_polynomial_p, shifted_chebyshev_polynomial_t, shifted_chebyshev_polynomial_u,
+    shifted_chebyshev_polynomial_v, shifted_chebyshev_polynomial_w, spherical_bessel_j0,
 )
 
 expit = sigmoid
@@ -58,3 +66,4 @@ __all__ = ["digamma", "entr", "erf", "erfc", "erfcx", "erfinv", "exp2", "expit",
            "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_i0", "modified_bessel_i1",
            "modified_bessel_k0", "modified_bessel_k1", "scaled_modified_bessel_k0",
            "scaled_modified_bessel_k1"]
+__all__ += _special_poly.__all__
