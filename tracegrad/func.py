@@ -1,12 +1,14 @@
-"""``tracegrad.func``: PyTorch's ``torch.func`` transforms, on tracegrad's reverse mode.
+"""``tracegrad.func``: PyTorch's ``torch.func`` transforms, on tracegrad's autograd.
 
 ``grad``, ``grad_and_value``, ``vjp``, ``jacrev`` differentiate with ``autograd.grad``;
-``jvp`` and ``jacfwd`` take forward derivatives by the double-vjp identity (J u is the
-gradient, with respect to a cotangent v, of <v, J^T ... >: the VJP is linear in v), so they
-need a twice-differentiable function, as tracegrad's ops are; ``hessian`` is
-``jacfwd(jacrev(f))``. Transforms nest (``grad(grad(f))``, ``jacrev(jacrev(f))``): every
-level keeps its graph (``create_graph``) and the outermost one hands back detached results,
-as torch.func does. ``functional_call`` runs a module with other parameters and buffers;
+``jvp`` and ``jacfwd`` take forward derivatives in forward mode (``autograd.forward_ad``:
+the function runs once on dual tensors per JVP). Forward mode has one level at a time, so a
+``jvp`` nested inside another (``jacfwd(jacfwd(f))``) takes the double-vjp identity
+instead (J u is the gradient, with respect to a cotangent v, of <J^T v, u>: the VJP is
+linear in v), through which the outer level's tangents flow; ``hessian`` is
+``jacfwd(jacrev(f))``: forward over reverse. Transforms nest (``grad(grad(f))``,
+``jacrev(jacrev(f))``): every level keeps its graph (``create_graph``) and the outermost one
+hands back detached results, as torch.func does. ``functional_call`` runs a module with other parameters and buffers;
 ``stack_module_state`` stacks an ensemble's.
 
 ``vmap`` maps ``func`` over a batch dimension by calling it once per element and stacking
@@ -18,6 +20,7 @@ import contextlib
 import warnings
 
 from . import autograd
+from .autograd import forward_ad
 from .autograd.grad_mode import enable_grad
 from .tensor import Tensor
 
@@ -60,9 +63,12 @@ def _level():
 
 def _track(x):
     """``x`` as a tensor this level differentiates with respect to: a fresh leaf, or, where
-    an outer level tracks ``x``, a view of it (so the outer level still sees the path)."""
+    an outer level tracks ``x``, a view of it (so the outer level still sees the path). In
+    an open dual level a view too, a leaf of its own: ``detach`` would drop its tangent."""
     if x.requires_grad:
         return x.view_as(x)
+    if forward_ad._current_level >= 0:
+        return x.view_as(x).requires_grad_(True)
     return x.detach().requires_grad_(True)
 
 
@@ -165,15 +171,26 @@ def vjp(func, *primals, has_aux=False):
 
 # jvp, jacrev, jacfwd, hessian ---------------------------------------------------------------
 
+_JVP = "jvp(f, primals, tangents)"
+
+
 def jvp(func, primals, tangents, *, strict=False, has_aux=False):
-    """``(f(*primals), J tangents)`` (and aux), by the double-vjp identity."""
+    """``(f(*primals), J tangents)`` (and aux), in forward mode (by the double-vjp identity
+    inside an open dual level)."""
     from .creation import zeros_like
-    primals, tangents = tuple(primals), tuple(tangents)
-    if len(primals) != len(tangents):
-        raise RuntimeError("jvp: Expected primals and tangents to have the same length")
+    if not isinstance(primals, tuple):
+        raise RuntimeError(f"{_JVP}: Expected primals to be a tuple. E.g. it should be valid "
+                           f"to call f(*primals).")
+    p_leaves, p_rebuild = _flatten(list(primals))
+    t_leaves, _ = _flatten(tangents)
+    if not isinstance(tangents, tuple) or len(primals) != len(tangents) or \
+            len(p_leaves) != len(t_leaves):
+        raise RuntimeError(f"{_JVP}: Expected primals and tangents to have the same python "
+                           f"structure. For example, if primals is a tuple of 3 tensors, "
+                           f"tangents also must be.")
+    if forward_ad._current_level < 0:
+        return _jvp_forward(func, p_leaves, p_rebuild, t_leaves, has_aux)
     with _level() as outermost, enable_grad():
-        p_leaves, p_rebuild = _flatten(list(primals))
-        t_leaves, _ = _flatten(list(tangents))
         tracked = [_track(x) for x in p_leaves]
         out = func(*p_rebuild(tracked))
         value, aux = out if has_aux else (out, None)
@@ -193,6 +210,25 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
         if has_aux:
             return result + (_finish(aux, outermost),)
         return result
+
+
+def _jvp_forward(func, p_leaves, p_rebuild, t_leaves, has_aux):
+    from .creation import zeros_like
+    with _level() as outermost, enable_grad(), forward_ad.dual_level():
+        duals = [forward_ad.make_dual(p, t) for p, t in zip(p_leaves, t_leaves)]
+        out = func(*p_rebuild(duals))
+        if has_aux and not (isinstance(out, tuple) and len(out) == 2):
+            raise RuntimeError(f"{_JVP}: output of function f should be a tuple: (output, aux) "
+                               f"if has_aux is True")
+        value, aux = out if has_aux else (out, None)
+        out_leaves, out_rebuild = _flatten(value)
+        unpacked = [forward_ad.unpack_dual(o) for o in out_leaves]
+        primals_out = [p for p, _ in unpacked]
+        tangents_out = [t if t is not None else zeros_like(p) for p, t in unpacked]
+    result = _finish((out_rebuild(primals_out), out_rebuild(tangents_out)), outermost)
+    if has_aux:
+        return result + (_finish(aux, outermost),)
+    return result
 
 
 def _stack_rows(rows, out_shape, in_shape):
@@ -235,30 +271,37 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
 
 
 def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
-    """``f -> the Jacobian of f``, one JVP per input element (the same matrix as ``jacrev``)."""
+    """``f -> the Jacobian of f``, one JVP per input element (the same matrix as ``jacrev``):
+    per output, the block of each argument at ``argnums`` (a tuple of them for a tuple of
+    argnums), shaped ``output.shape + input.shape``."""
     def wrapper(*args):
         from .creation import zeros_like
         from .ops import reshape, stack
         nums = _argnums(argnums, len(args))
-        per_input = []
-        aux = None
+        per_input, aux, value = [], None, None
         for i in nums:
             x = args[i]
             cols = []
-            flat_n = x.numel()
-            for k in range(flat_n):
+            for k in range(x.numel()):
                 t = zeros_like(x).reshape(-1)
                 t[k] = 1.0
                 tangents = [zeros_like(a) if isinstance(a, Tensor) else a for a in args]
                 tangents[i] = t.reshape(x.shape)
-                res = jvp(lambda *a: func(*a), args, tangents, has_aux=has_aux)
-                out, col = res[0], res[1]
-                if has_aux:
-                    aux = res[2]
-                cols.append(col)
-            jac = stack(cols, -1) if cols else zeros_like(x)
-            per_input.append(reshape(jac, tuple(out.shape) + tuple(x.shape)))
-        result = per_input[0] if isinstance(argnums, int) else tuple(per_input)
+                res = jvp(func, tuple(args), tuple(tangents), has_aux=has_aux)
+                value, aux = res[0], (res[2] if has_aux else None)
+                cols.append(_flatten(res[1])[0])
+            per_input.append((x, cols))
+        if value is None:           # no input element: the outputs from one plain call
+            out = func(*args)
+            value, aux = out if has_aux else (out, None)
+        out_leaves, rebuild = _flatten(value)
+        blocks = []
+        for m, o in enumerate(out_leaves):
+            jacs = [reshape(stack([c[m] for c in cols], -1), tuple(o.shape) + tuple(x.shape))
+                    if cols else zeros_like(o).reshape(tuple(o.shape) + tuple(x.shape))
+                    for x, cols in per_input]
+            blocks.append(jacs[0] if isinstance(argnums, int) else tuple(jacs))
+        result = rebuild(blocks)
         return (result, aux) if has_aux else result
     return wrapper
 

@@ -1,5 +1,5 @@
 """PyTorch's autograd: engine, Function, grad modes, hooks, checks, functional."""
-from . import functional, graph
+from . import forward_ad, functional, graph
 from .anomaly_mode import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
 from .engine import backward, grad
 from .function import Function, FunctionCtx, once_differentiable
@@ -15,6 +15,7 @@ __all__ = [
     "backward", "grad", "Function", "FunctionCtx", "once_differentiable", "Variable",
     "no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled",
     "is_inference_mode_enabled", "gradcheck", "gradgradcheck", "GradcheckError",
-    "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled", "functional", "graph",
+    "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled", "forward_ad", "functional",
+    "graph",
     "profiler",
 ]

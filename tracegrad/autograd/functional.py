@@ -1,9 +1,14 @@
 """Higher-level derivatives: ``jacobian``, ``hessian``, ``vjp``, ``jvp``, ``vhp``, ``hvp``.
 
-Each is built from ``autograd.grad``; ``jvp`` uses the double-vjp trick (the
-vjp of a vjp is linear in its cotangent, so differentiating it again against
-``v`` gives J v).
+Each is built from ``autograd.grad``, or from forward mode (``forward_ad``): ``jvp`` runs
+the function once on dual tensors, and ``jacobian(..., strategy="forward-mode",
+vectorize=True)`` and ``hessian(..., outer_jacobian_strategy="forward-mode",
+vectorize=True)`` take one JVP per input element (PyTorch batches them with vmap; here they
+run one after another). Inside an open dual level, where forward mode does not nest,
+``jvp`` takes the double-vjp trick instead (the vjp of a vjp is linear in its cotangent,
+so differentiating it again against ``v`` gives J v).
 """
+from . import forward_ad
 from .engine import grad
 
 
@@ -58,6 +63,18 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
     """d outputs / d inputs, each block of shape ``output.shape + input.shape``."""
     from ..creation import zeros
     from ..ops import stack
+    if strategy not in ("forward-mode", "reverse-mode"):
+        raise AssertionError(
+            'Expected strategy to be either "forward-mode" or "reverse-mode". Hint: If your '
+            'function has more outputs than inputs, "forward-mode" tends to be more performant. '
+            'Otherwise, prefer to use "reverse-mode".')
+    if strategy == "forward-mode":
+        if create_graph:
+            raise NotImplementedError(
+                "torch.autograd.functional.jacobian: `create_graph=True` and "
+                '`strategy="forward-mode"` are not supported together (yet). Please either set '
+                '`create_graph=False` or `strategy="reverse-mode"`.')
+        return _jacfwd(func, inputs, strict, vectorize)
     inputs, in_tuple = _as_tuple(inputs)
     inputs = _prepare(inputs, create_graph)
     outputs, out_tuple = _as_tuple(func(*inputs))
@@ -80,6 +97,48 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
     return _nest(blocks, out_tuple, in_tuple)
 
 
+def _jacfwd(func, inputs, strict, vectorize):
+    """The Jacobian by forward mode: one JVP per input element, each a column of every
+    block. PyTorch's messages (and its typo) for what it does not support."""
+    from ..creation import zeros_like
+    from ..ops import stack
+    if strict:
+        raise RuntimeError('torch.autograd.functional.jacobian: `strict=True` and '
+                           '`strategy="forward-mode"` are not supported together (yet). Please '
+                           'either set `strict=False` or `strategy="reverse-mode"`.')
+    if not vectorize:
+        raise NotImplementedError("Computing Jacobian using forward-AD or forward-over-reverse "
+                                  "Hessian isonly implemented for `vectorize=True`.")
+    inputs, in_tuple = _as_tuple(inputs)
+    out_tuple, outputs, columns = False, None, []     # columns[i][k]: per output, J e_k
+    with forward_ad.dual_level():
+        for i, x in enumerate(inputs):
+            cols = []
+            for k in range(x.numel()):
+                basis = zeros_like(x).reshape(-1)
+                basis[k] = 1
+                duals = [forward_ad.make_dual(y, basis.reshape(x.shape) if j == i else
+                                              zeros_like(y)) for j, y in enumerate(inputs)]
+                outs, out_tuple = _as_tuple(func(*duals))
+                unpacked = [forward_ad.unpack_dual(o) for o in outs]
+                outputs = [p for p, _ in unpacked]
+                cols.append([t if t is not None else zeros_like(p) for p, t in unpacked])
+            columns.append(cols)
+    if outputs is None:     # no input element at all: the outputs from one plain call
+        outputs, out_tuple = _as_tuple(func(*inputs))
+    blocks = []
+    for k, out in enumerate(outputs):
+        block = []
+        for x, cols in zip(inputs, columns):
+            if cols:
+                j = stack([c[k] for c in cols], -1).reshape(tuple(out.shape) + tuple(x.shape))
+            else:
+                j = zeros_like(out).reshape(tuple(out.shape) + tuple(x.shape))
+            block.append(j)
+        blocks.append(tuple(block))
+    return _nest(blocks, out_tuple, in_tuple)
+
+
 def _nest(blocks, out_tuple, in_tuple):
     if out_tuple and in_tuple:
         return tuple(blocks)
@@ -92,8 +151,11 @@ def _nest(blocks, out_tuple, in_tuple):
 
 def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
             outer_jacobian_strategy="reverse-mode"):
-    """Second derivatives of a function returning one element."""
+    """Second derivatives of a function returning one element; with
+    ``outer_jacobian_strategy="forward-mode"``, forward over reverse."""
     inputs_t, in_tuple = _as_tuple(inputs)
+    if outer_jacobian_strategy not in ("forward-mode", "reverse-mode"):
+        raise AssertionError('Expected strategy to be either "forward-mode" or "reverse-mode".')
 
     def scalar_func(*xs):
         out = func(*xs)
@@ -103,9 +165,12 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
         return out.reshape(())
 
     def jac_func(*xs):
+        if outer_jacobian_strategy == "forward-mode":   # dual inputs: kept, not detached
+            xs = tuple(x.requires_grad_(True) for x in xs)
         return jacobian(scalar_func, xs, create_graph=True, strict=strict)
 
-    res = jacobian(jac_func, inputs_t, create_graph=create_graph, strict=strict)
+    res = jacobian(jac_func, inputs_t, create_graph=create_graph, strict=strict,
+                   vectorize=vectorize, strategy=outer_jacobian_strategy)
     if in_tuple:
         return res
     return res[0][0]
@@ -134,10 +199,12 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
 
 
 def jvp(func, inputs, v=None, create_graph=False, strict=False):
-    """``(func(inputs), J v)`` by the double-vjp trick."""
+    """``(func(inputs), J v)`` by forward mode (the double-vjp trick in an open level)."""
     from ..creation import zeros_like
     inputs, in_tuple = _as_tuple(inputs)
-    inputs = _prepare(inputs, create_graph)
+    forward = forward_ad._current_level < 0
+    inputs = _prepare(inputs, create_graph) if create_graph or not forward else tuple(
+        x.detach() for x in inputs)
     if v is None:
         if len(inputs) != 1 or inputs[0].numel() != 1:
             raise RuntimeError("The vector v can only be None if the input to the user-provided "
@@ -147,6 +214,8 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
     else:
         vs, _ = _as_tuple(v)
         _check_v(vs, inputs)
+    if forward:
+        return _jvp_forward(func, inputs, vs, create_graph)
     outputs, out_tuple = _as_tuple(func(*inputs))
     cotangents = tuple(zeros_like(o).requires_grad_(True) for o in outputs)
     gs = grad(outputs, inputs, cotangents, create_graph=True, allow_unused=True)
@@ -158,6 +227,18 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
         res = (None,) * len(outputs)
     res = _finish_or_zeros(res, outputs, create_graph)
     outs = tuple(_finish(o, create_graph) for o in outputs)
+    return (outs if out_tuple else outs[0]), (res if out_tuple else res[0])
+
+
+def _jvp_forward(func, inputs, vs, create_graph):
+    from ..creation import zeros_like
+    with forward_ad.dual_level():
+        duals = [forward_ad.make_dual(x, vv) for x, vv in zip(inputs, vs)]
+        outputs, out_tuple = _as_tuple(func(*duals))
+        unpacked = [forward_ad.unpack_dual(o) for o in outputs]
+    outs = tuple(_finish(p, create_graph) for p, _ in unpacked)
+    res = tuple(_finish(t, create_graph) if t is not None else zeros_like(p)
+                for p, t in unpacked)
     return (outs if out_tuple else outs[0]), (res if out_tuple else res[0])
 
 

@@ -24,6 +24,15 @@ and an input requires grad, a backward node whose ``apply`` calls the VJP
 rules with tracegrad tensors (so the same rules build a create_graph graph).
 Broadcasting is undone once, here, by ``sum_to_shape``; rules never do it.
 
+Forward mode (``autograd.forward_ad``) reads an optional JVP rule beside the VJP rule:
+``jvp=`` is one rule per arg, ``rule(t, *inputs, out, **params)`` giving that arg's share
+of the output tangent from its tangent ``t`` (the shares are summed, broadcast to the
+output's shape there, as JAX's ``defjvp``), or ``LINEAR`` for a primitive linear in its
+tensor args, whose JVP is the primitive applied to the tangents. A primitive without one
+gets a JVP derived exactly from its VJP rule (``forward_ad``). ``bind`` itself does
+nothing for forward mode: an open dual level interposes through the bind hooks
+(``_hooks``), which ``bind`` already checks, so eager ops pay nothing while none is open.
+
 The declaration also says what users call. ``public=True`` (or a name) generates the
 function ``exp(input)`` / ``mul(input, other)`` that binds the primitive and puts it in
 the declaring module's namespace; ``method=True`` makes it ``Tensor.exp`` too and
@@ -122,7 +131,7 @@ class Primitive:
                  node=None, np=None, np_out=None, c=None, cuda=None, operands=None,
                  reduce=None, exact=(), view=False, inplace=None, kind="other", public=None,
                  method=None,
-                 inplace_method=None, doc=None, helpers=None):
+                 inplace_method=None, doc=None, helpers=None, jvp=None):
         self.name = name
         # quiet like PyTorch (see "floating-point events"): reductions and the other
         # computing primitives run under NumPy's quiet error state
@@ -136,6 +145,8 @@ class Primitive:
         self.args = args
         self.vjp = vjp                  # one rule per arg, or None: not differentiable
         self.vjp_all = callable(vjp)    # or one function giving every arg's gradient
+        self.jvp = jvp                  # forward mode: one rule per arg, LINEAR, or None:
+        #                                 derived from vjp (autograd/forward_ad.py)
         self.saves = saves              # names from args, and "result" for the output
         self._save_idx = tuple(args.index(s) for s in saves if s != "result" and s[0] != "*")
         rest = [args.index(s) for s in saves if s[0] == "*"]
@@ -253,6 +264,7 @@ def _declaring_module():
 
 
 _ANY_DTYPE, _FLOAT_DTYPE = "any", "floating"     # Primitive.keeps_dtype
+LINEAR = "linear"   # Primitive.jvp of a primitive linear in its tensor args: f(tangents)
 _PLAIN = ()     # PrimNode.apply: the inputs need no reduction nor cast (see _record)
 
 
@@ -625,7 +637,14 @@ def inplace(prim, name, target, *others, **params):
         _hooks.tracer.inplace(prim, target, others, params,
                               lambda: _inplace(prim, name, target, *others, **params))
         return target
+    if forward_inplace is not None:     # a dual level is open: the tangent is written too
+        return forward_inplace(prim, name, target, others, params, _inplace)
     return _inplace(prim, name, target, *others, **params)
+
+
+# ``autograd.forward_ad`` sets this while a dual level is open (the bind hook does not see an
+# in-place write: ``_inplace`` binds the op to a private copy of the target's history)
+forward_inplace = None
 
 
 def _inplace(prim, name, target, *others, **params):
@@ -747,5 +766,5 @@ def refresh_view(view):
         view._grad_fn, view._output_nr, view._requires_grad = fresh, 0, True
 
 
-__all__ = ["Primitive", "Aval", "bind", "inplace", "sum_to_shape", "op_error", "PRIMITIVES",
-           "grad_accumulator"]
+__all__ = ["Primitive", "Aval", "LINEAR", "bind", "inplace", "sum_to_shape", "op_error",
+           "PRIMITIVES", "grad_accumulator"]

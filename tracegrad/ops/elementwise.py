@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import _hooks, dtypes
 from ..device import as_device, to_device
-from .core import Primitive, bind, declaration_helper, inplace, op_error
+from .core import LINEAR, Primitive, bind, declaration_helper, inplace, op_error
 from .declare import method
 from .rules import broadcast, float_promote, promote, same_shape, to_bool
 from .special import erf as _erf
@@ -46,21 +46,24 @@ def _as_float(x):
 # C expressions call the type-generic math of <tgmath.h> (expf for a float, exp for a double).
 exp_p = unary_float("exp", lambda xp, x: xp.exp(x),
                     lambda g, x, out: g * out, "exp", "exp({self})", saves=("result",),
+                    jvp=(lambda t, x, out: t * out,),
                     public=True, method=True, inplace_method="exp_",
                     doc="e to the power of each element.")
 log_p = unary_float("log", lambda xp, x: xp.log(x),
                     lambda g, x, out: g / x, "log", "log({self})",
-                    public=True, method=True, inplace_method="log_",
+                    jvp=(lambda t, x, out: t / x,), public=True, method=True, inplace_method="log_",
                     doc="Natural logarithm (log'(x) = 1/x).")
 log1p_p = unary_float("log1p", lambda xp, x: xp.log1p(x),
                       lambda g, x, out: g / (x + 1), "log1p", "log1p({self})",
+                      jvp=(lambda t, x, out: t / (x + 1),),
                       public=True, method=True, doc="log(1 + x), accurate for small x.")
 expm1_p = unary_float("expm1", lambda xp, x: xp.expm1(x),
                       lambda g, x, out: g * (out + 1), "expm1", "expm1({self})",
-                      saves=("result",),
+                      saves=("result",), jvp=(lambda t, x, out: t * (out + 1),),
                       public=True, method=True, doc="exp(x) - 1, accurate for small x.")
 sqrt_p = unary_float("sqrt", lambda xp, x: xp.sqrt(x),
                      lambda g, x, out: g / (out * 2), "sqrt", "sqrt({self})", saves=("result",),
+                     jvp=(lambda t, x, out: t / (out * 2),),
                      public=True, method=True, inplace_method="sqrt_",
                      doc="Square root; sqrt'(0) = inf as in PyTorch.")
 rsqrt_p = unary_float("rsqrt", lambda xp, x: 1 / xp.sqrt(x),
@@ -71,13 +74,15 @@ rsqrt_p = unary_float("rsqrt", lambda xp, x: 1 / xp.sqrt(x),
                       public=True, method=True, doc="1 / sqrt(x).")
 sin_p = unary_float("sin", lambda xp, x: xp.sin(x),
                     lambda g, x, out: g * cos(x), "sin", "sin({self})",
+                    jvp=(lambda t, x, out: t * cos(x),),
                     public=True, method=True, inplace_method="sin_", doc="Sine.")
 cos_p = unary_float("cos", lambda xp, x: xp.cos(x),
                     lambda g, x, out: g * -sin(x), "cos", "cos({self})",
+                    jvp=(lambda t, x, out: t * -sin(x),),
                     public=True, method=True, inplace_method="cos_", doc="Cosine.")
 tanh_p = unary_float("tanh", lambda xp, x: xp.tanh(x),
                      lambda g, x, out: bind(tanh_backward_p, g, out), "tanh", "tanh({self})",
-                     saves=("result",),
+                     saves=("result",), jvp=(lambda t, x, out: bind(tanh_backward_p, t, out),),
                      public=True, method=True, inplace_method="tanh_", doc="Hyperbolic tangent.")
 # exp(-logaddexp(0, -x)) and the two-sided C form never overflow
 sigmoid_p = unary_float(
@@ -88,6 +93,7 @@ sigmoid_p = unary_float(
     saves=("result",),
     np_out=("np.negative({self}, out={out})", "np.logaddexp(0, {out}, out={out})",
             "np.negative({out}, out={out})", "np.exp({out}, out={out})"),
+    jvp=(lambda t, x, out: bind(sigmoid_backward_p, t, out),),
     public=True, method=True, inplace_method="sigmoid_",
     doc="Logistic sigmoid 1 / (1 + exp(-x)), computed without overflow.")
 
@@ -99,6 +105,8 @@ tanh_backward_p = Primitive(
     dtype=promote, shape=broadcast, saves=("grad_output", "output"),
     vjp=(lambda gg, g, y, out: bind(tanh_backward_p, gg, y),
          lambda gg, g, y, out: gg * g * y * -2),
+    jvp=(lambda t, g, y, out: bind(tanh_backward_p, t, y),
+         lambda t, g, y, out: t * g * y * -2),
     np="{grad_output} * (1 - {output} * {output})",
     np_out=("np.multiply({output}, {output}, out={out})", "np.subtract(1, {out}, out={out})",
             "np.multiply({grad_output}, {out}, out={out})"),
@@ -108,6 +116,8 @@ sigmoid_backward_p = Primitive(
     dtype=promote, shape=broadcast, saves=("grad_output", "output"),
     vjp=(lambda gg, g, y, out: bind(sigmoid_backward_p, gg, y),
          lambda gg, g, y, out: gg * g * (1 - y * 2)),
+    jvp=(lambda t, g, y, out: bind(sigmoid_backward_p, t, y),
+         lambda t, g, y, out: t * g * (1 - y * 2)),
     np="{grad_output} * {output} * (1 - {output})",
     np_out=("np.subtract(1, {output}, out={out})", "np.multiply({output}, {out}, out={out})",
             "np.multiply({grad_output}, {out}, out={out})"),
@@ -166,12 +176,13 @@ def _condition_first(out, cond, a, b):
 
 
 neg_p = Primitive("neg", lambda xp, x: xp.negative(x), dtype=_neg_dtype, shape=same_shape,
-                  vjp=(lambda g, x, out: -g,), np="np.negative({self})",
+                  vjp=(lambda g, x, out: -g,), jvp=LINEAR, np="np.negative({self})",
                   np_out="np.negative({self}, out={out})", c="-{self}",
                   kind="elementwise", inplace=lambda xp, x: xp.negative(x, out=x),
                   public=True, method=True, inplace_method="neg_", doc="-x.")
 abs_p = Primitive("abs", lambda xp, x: xp.abs(x), dtype=promote, shape=same_shape,
                   vjp=(lambda g, x, out: g * sign(x),), saves=("self",),
+                  jvp=(lambda t, x, out: t * sign(x),),
                   np="np.abs({self})", np_out="np.abs({self}, out={out})", c="fabs({self})",
                   kind="elementwise",
                   public=True, method=True, inplace_method="abs_", doc="|x|; abs'(0) = 0.")
@@ -196,6 +207,7 @@ def _relu_grad(g, out):
 
 relu_p = Primitive("relu", lambda xp, x: xp.maximum(x, x.dtype.type(0)), dtype=promote,
                    shape=same_shape, vjp=(lambda g, x, out: _relu_grad(g, out),),
+                   jvp=(lambda t, x, out: _relu_grad(t, out),),
                    saves=("result",), np="np.maximum({self}, 0)",
                    np_out="np.maximum({self}, 0, out={out})",
                    c="({self} > 0 || isnan({self}) ? {self} : 0)", kind="elementwise",
@@ -211,6 +223,7 @@ threshold_backward_p = Primitive(
     args=("grad_output", "output"), dtype=promote, shape=broadcast, saves=("output",),
     vjp=(lambda gg, g, y, out: bind(threshold_backward_p, gg, y),
          lambda gg, g, y, out: gg * 0),
+    jvp=(lambda t, g, y, out: bind(threshold_backward_p, t, y), None),
     np="np.where({output} <= 0, 0, {grad_output})",
     np_out="np.copyto({out}, np.where({output} <= 0, 0, {grad_output}))",
     c="({output} <= 0 ? 0 : {grad_output})", kind="elementwise")
@@ -261,20 +274,24 @@ def binary(name, impl, vjp, ufunc, c, saves=(), dtype=promote, node=None, inplac
 
 add_p = binary("add", lambda xp, a, b: xp.add(a, b),
                (lambda g, a, b, out: g, lambda g, a, b, out: g), "add", "{self} + {other}",
-               np_t="{self} + {other}", inplace=lambda xp, a, b: xp.add(a, b, out=a))
+               np_t="{self} + {other}", inplace=lambda xp, a, b: xp.add(a, b, out=a),
+               jvp=(lambda t, a, b, out: t, lambda t, a, b, out: t))
 sub_p = binary("sub", lambda xp, a, b: xp.subtract(a, b),
                (lambda g, a, b, out: g, lambda g, a, b, out: -g), "subtract",
                "{self} - {other}", np_t="{self} - {other}", dtype=_sub_dtype,
-               inplace=lambda xp, a, b: xp.subtract(a, b, out=a))
+               inplace=lambda xp, a, b: xp.subtract(a, b, out=a),
+               jvp=(lambda t, a, b, out: t, lambda t, a, b, out: -t))
 mul_p = binary("mul", lambda xp, a, b: xp.multiply(a, b),
                (lambda g, a, b, out: g * b, lambda g, a, b, out: g * a), "multiply",
                "{self} * {other}", np_t="{self} * {other}", saves=("self", "other"),
                inplace=lambda xp, a, b: xp.multiply(a, b, out=a),
+               jvp=(lambda t, a, b, out: t * b, lambda t, a, b, out: a * t),
                public=True, method=True, inplace_method="mul_", doc="input * other.")
 div_p = binary("div", lambda xp, a, b: xp.true_divide(a, b),
                (lambda g, a, b, out: g / b, lambda g, a, b, out: -g * a / (b * b)),
                "divide", "{self} / {other}", np_t="{self} / {other}", saves=("self", "other"),
-               dtype=float_promote, inplace=lambda xp, a, b: xp.true_divide(a, b, out=a))
+               dtype=float_promote, inplace=lambda xp, a, b: xp.true_divide(a, b, out=a),
+               jvp=(lambda t, a, b, out: t / b, lambda t, a, b, out: -t * a / (b * b)))
 # NumPy's maximum returns the second operand on a tie (so maximum(0.0, -0.0) is -0.0) and
 # propagates NaN from either side; the C forms do the same.
 maximum_p = binary("maximum", lambda xp, a, b: xp.maximum(a, b),
@@ -314,6 +331,7 @@ pow_scalar_p = Primitive(
     "pow_scalar", lambda xp, x, exponent: _pow_impl(xp, x, exponent), args=("self",),
     dtype=lambda x, exponent: promote(x, exponent), shape=same_shape,
     vjp=(lambda g, x, out, exponent: _pow_scalar_grad(g, x, exponent),), saves=("self",),
+    jvp=(lambda t, x, out, exponent: _pow_scalar_grad(t, x, exponent),),
     node="PowBackward0", np=lambda self, exponent: _pow_source(self, exponent),
     np_out=lambda self, exponent, out: _pow_out(self, exponent, out),
     c=lambda self, exponent: _pow_c(self, literal_value(exponent), exponent),
@@ -386,7 +404,9 @@ pow_p = binary(
     "pow", lambda xp, a, b: _pow_impl(xp, a, b),
     (lambda g, a, b, out: where(eq(b, 0), 0.0, g * b * a ** (b - 1)),
      lambda g, a, b, out: g * where(logical_and(eq(a, 0), b >= 0), 0.0, out * _log_base(a))),
-    "power", "pow({self}, {other})", saves=("self", "other", "result"), node="PowBackward1")
+    "power", "pow({self}, {other})", saves=("self", "other", "result"), node="PowBackward1",
+    jvp=(lambda t, a, b, out: where(eq(b, 0), 0.0, t * b * a ** (b - 1)),
+         lambda t, a, b, out: t * where(logical_and(eq(a, 0), b >= 0), 0.0, out * _log_base(a))))
 
 # fmod, remainder and rounding division: NumPy's remainder and floor_divide take Python's
 # (and PyTorch's) way through fmod, exact where floor(a / b) is not: -1e20 % 501 is 460, not 0,
@@ -532,6 +552,8 @@ where_p = Primitive(
     dtype=_where_dtype, shape=broadcast,
     vjp=(None, lambda g, c, a, b, out: where(c, g, 0.0),
          lambda g, c, a, b, out: where(c, 0.0, g)),
+    jvp=(None, lambda t, c, a, b, out: where(c, t, 0.0),
+         lambda t, c, a, b, out: where(c, 0.0, t)),
     saves=("condition",), np="np.where({condition}, {self}, {other})",
     np_out="np.copyto({out}, np.where({condition}, {self}, {other}))",
     c="({condition} ? {self} : {other})", operands=_condition_first, kind="elementwise")
@@ -572,6 +594,7 @@ clamp_p = Primitive(
     "clamp", _clamp_impl, dtype=lambda x, min, max: promote(x, *(v for v in (min, max)
                                                                 if v is not None)),
     shape=same_shape, vjp=(lambda g, x, out, min, max: _clamp_grad(g, x, min, max),),
+    jvp=(lambda t, x, out, min, max: _clamp_grad(t, x, min, max),),
     saves=("self",), np="np.clip({self}, {min}, {max})",
     np_out="np.clip({self}, {min}, {max}, out={out})", c=_clamp_c, kind="elementwise",
     inplace=lambda xp, x, min, max: _clamp_impl(xp, x, min, max, out=x))
@@ -594,12 +617,12 @@ convert_p = Primitive(
     dtype=lambda x, dtype, device, src_device: dtype or x.dtype, shape=same_shape,
     vjp=(lambda g, x, out, dtype, device, src_device:
          convert(g, device=src_device) if device is not None and device != src_device else g,),
-    node="ToCopyBackward0", np="{self}.astype({dtype})",
+    jvp=LINEAR, node="ToCopyBackward0", np="{self}.astype({dtype})",
     np_out="np.copyto({out}, {self}, casting='unsafe')", c="{self}", operands=_keep,
     kind="elementwise")
 
 clone_p = Primitive("clone", lambda xp, x: x.copy(), dtype=promote, shape=same_shape,
-                    vjp=(lambda g, x, out: g,), np="{self}.copy()",
+                    vjp=(lambda g, x, out: g,), jvp=LINEAR, np="{self}.copy()",
                     np_out="np.copyto({out}, {self})", c="{self}", kind="elementwise")
 
 

@@ -28,7 +28,8 @@ matmul_p = Primitive(
     "matmul", lambda xp, a, b: xp.matmul(a, b), args=("self", "mat2"), dtype=_matmul_dtype,
     shape=_matmul_shape,
     vjp=(lambda g, a, b, out: matmul(g, _mT(b)), lambda g, a, b, out: matmul(_mT(a), g)),
-    saves=("self", "mat2"), node="MmBackward0", np="np.matmul({self}, {mat2})", kind="matmul")
+    saves=("self", "mat2"), node="MmBackward0", np="np.matmul({self}, {mat2})", kind="matmul",
+    jvp=(lambda t, a, b, out: matmul(t, b), lambda t, a, b, out: matmul(a, t)))
 
 
 @method

@@ -136,6 +136,8 @@ embedding_p = Primitive(
     vjp=(lambda g, w, i, out, padding_idx=None, scale_grad_by_freq=False:
          bind(embedding_backward_p, g, i, num_weights=w.shape[0], padding_idx=padding_idx,
               scale_grad_by_freq=scale_grad_by_freq), None),
+    # forward mode: linear in the weight, padding and frequency scaling aside (as PyTorch's)
+    jvp=(lambda t, w, i, out, **params: bind(embedding_p, t, i, **params), None),
     saves=("indices",), node="EmbeddingBackward0")
 embedding_backward_p = Primitive(
     "embedding_backward", _embedding_backward_impl, args=("grad", "indices"),

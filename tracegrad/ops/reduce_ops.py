@@ -8,7 +8,7 @@ from collections import namedtuple
 import numpy as np
 
 from .. import dtypes
-from .core import Combiner, Primitive, bind, op_error
+from .core import LINEAR, Combiner, Primitive, bind, op_error
 from .declare import method
 from .rules import norm_dim, norm_dims, reduced_shape
 
@@ -56,7 +56,7 @@ sum_p = Primitive(
     vjp=(lambda g, x, out, dims, keepdim, dtype=None: _expand_back(g, x.shape, dims, keepdim),),
     np="np.sum({self}, axis={dims}, keepdims={keepdim})",
     np_out="np.sum({self}, axis={dims}, keepdims={keepdim}, out={out})", reduce=SUM,
-    kind="reduction")
+    kind="reduction", jvp=LINEAR)
 
 
 def _extremum_grad(g, x, out, dims, keepdim):

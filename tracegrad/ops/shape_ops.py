@@ -6,7 +6,7 @@ version counter) with their input, as PyTorch's do.
 import math
 
 from .. import _hooks
-from .core import Primitive, _xp, bind, op_error
+from .core import LINEAR, Primitive, _xp, bind, op_error
 from .declare import backward_name, method
 from .rules import norm_dim, promote
 from ..symbolic import SymInt, concrete
@@ -31,7 +31,7 @@ reshape_p = Primitive(
     "reshape", lambda xp, x, shape: x.reshape(shape), dtype=lambda x, shape: x.dtype,
     shape=lambda s, shape: infer_shape(shape, math.prod(s)),
     vjp=(lambda g, x, out, shape: reshape(g, x.shape),), node="ViewBackward0",
-    np="{self}.reshape({shape})", view=True, kind="shape")
+    np="{self}.reshape({shape})", view=True, kind="shape", jvp=LINEAR)
 
 
 def _check_perm(s, dims):
@@ -53,7 +53,7 @@ def _inverse(dims):
 permute_p = Primitive(
     "permute", lambda xp, x, dims: x.transpose(dims), dtype=lambda x, dims: x.dtype,
     shape=_check_perm, vjp=(lambda g, x, out, dims: permute(g, _inverse(dims)),),
-    np="{self}.transpose({dims})", view=True, kind="shape")
+    np="{self}.transpose({dims})", view=True, kind="shape", jvp=LINEAR)
 
 
 def _broadcast_shape(s, shape):
@@ -74,7 +74,8 @@ broadcast_to_p = Primitive(
     "broadcast_to", lambda xp, x, shape: xp.broadcast_to(x, shape),
     dtype=lambda x, shape: x.dtype, shape=_broadcast_shape,
     vjp=(lambda g, x, out, shape: g,),   # sum_to_shape in the node undoes the broadcast
-    node="ExpandBackward0", np="np.broadcast_to({self}, {shape})", view=True, kind="shape")
+    node="ExpandBackward0", np="np.broadcast_to({self}, {shape})", view=True, kind="shape",
+    jvp=LINEAR)
 
 
 def _cat_shape(*shapes, dim):
@@ -108,7 +109,7 @@ cat_p = Primitive(
     "cat", lambda xp, *xs, dim: xp.concatenate([x for x in xs if x.shape != (0,)] or xs,
                                                axis=dim),
     args=("*tensors",), dtype=lambda *xs, dim: promote(*xs), shape=_cat_shape, vjp=_cat_grad,
-    np="np.concatenate([{args}], axis={dim})", kind="shape")
+    np="np.concatenate([{args}], axis={dim})", kind="shape", jvp=LINEAR)
 
 
 # public functions --------------------------------------------------------------------
@@ -336,7 +337,8 @@ stack_p = Primitive(
     "stack", lambda xp, *xs, dim: xp.stack(xs, axis=dim), args=("*tensors",),
     dtype=lambda *xs, dim: promote(*xs),
     shape=lambda *shapes, dim: _cat_shape(*(s[:dim] + (1,) + s[dim:] for s in shapes), dim=dim),
-    vjp=lambda g, *xs, out, dim: list(unbind(g, dim)), node="StackBackward0", kind="shape")
+    vjp=lambda g, *xs, out, dim: list(unbind(g, dim)), node="StackBackward0", kind="shape",
+    jvp=LINEAR)
 
 
 @method

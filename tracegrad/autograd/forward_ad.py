@@ -1,0 +1,362 @@
+"""Forward-mode AD: PyTorch's ``torch.autograd.forward_ad``.
+
+    with forward_ad.dual_level():
+        x = forward_ad.make_dual(primal, tangent)
+        y, jvp = forward_ad.unpack_dual(f(x))      # jvp = J tangent
+
+Contract, as PyTorch's: one level at a time (``dual_level``, or ``enter_dual_level`` and
+``exit_dual_level``); ``make_dual`` gives a new tensor aliasing its primal and carrying the
+tangent as is; ``unpack_dual`` gives ``(primal, tangent)``, the primal a view without the
+tangent, the tangent None where there is none; leaving the level drops every tangent.
+``make_dual`` and ``unpack_dual`` are backward differentiable, and tangents are ordinary
+tensors that keep their reverse-mode history, so forward-over-reverse (the JVP of a
+``create_graph`` gradient: a Hessian-vector product) and reverse-over-forward both work.
+
+Where tangents live: in the open level's table, keyed by the tensor's array. A tensor finds
+its tangent when it is the very tensor the tangent was set on, or when it shares that array
+and has a grad_fn: that is how a result that autograd saved and unpacks again for backward
+(a new ``Tensor`` over the same array) keeps its tangent, which forward-over-reverse needs.
+``detach()`` also shares the array but has no grad_fn, and drops the tangent, as PyTorch's.
+
+How tangents propagate: while a level is open, a bind hook (the stack that tracers and the
+profiler use, ``_hooks``) runs each primitive and then computes the output's tangent from
+the inputs' tangents by the primitive's JVP rule: the one it declares (``Primitive.jvp``,
+one rule per arg whose shares add up, or ``LINEAR``: the primitive applied to the tangents),
+or else one derived from its VJP rule, exactly: for an elementwise primitive the VJP rule
+itself, handed the tangent for the cotangent (a diagonal Jacobian is its own transpose);
+for any other, the gradient with respect to g of <vjp(g), t> (``_derived``: the VJP is
+linear in g). In-place ops reach us through ``ops.core.forward_inplace``, and a write
+through a view writes the base's tangent too. With no level open ``bind`` pays nothing
+new: it already checks the hook census before every op.
+"""
+import threading
+import weakref
+from typing import NamedTuple, Optional
+
+from .. import _hooks
+from . import grad_mode
+from .grad_mode import _DecoratorContextManager
+
+__all__ = ["UnpackedDualTensor", "enter_dual_level", "exit_dual_level", "make_dual",
+           "unpack_dual", "dual_level"]
+
+_current_level = -1
+_gm = grad_mode._state
+# id(array) -> [weakref to the array, {id(tensor): (weakref to tensor, tangent)}, tangent last
+# set on the array]; an entry goes when its array dies, all of them when the level closes
+_table = {}
+_hook_cm = None
+_tls = threading.local()    # .busy: computing a rule, whose own ops propagate nothing
+Tensor = None               # tracegrad.Tensor, set on first use (tensor.py imports autograd)
+
+
+def _tensor_class():
+    global Tensor
+    if Tensor is None:
+        from ..tensor import Tensor as cls
+        Tensor = cls
+    return Tensor
+
+
+# the table -----------------------------------------------------------------------------------
+
+def _tangent_of(t):
+    """``t``'s tangent at the open level, or None."""
+    e = _table.get(id(t._data))
+    if e is None or e[0]() is not t._data:
+        return None
+    own = e[1].get(id(t))
+    if own is not None and own[0]() is t:
+        return own[1]
+    return e[2] if t._grad_fn is not None else None     # a saved result, unpacked anew
+
+
+def _set_tangent(t, tangent):
+    data = t._data
+    key = id(data)
+    e = _table.get(key)
+    if e is None or e[0]() is not data:
+        try:
+            ref = weakref.ref(data, lambda r, key=key: _forget(key, r))
+        except TypeError:       # an array type without weak references: kept for the level
+            ref = (lambda d: lambda: d)(data)
+        e = _table[key] = [ref, {}, None]
+    e[1][id(t)] = (weakref.ref(t), tangent)
+    e[2] = tangent
+
+
+def _forget(key, ref):
+    e = _table.get(key)
+    if e is not None and e[0] is ref:
+        del _table[key]
+
+
+class _Busy:
+    """Inside: this thread's ops propagate no tangents (a rule's own arithmetic)."""
+    __slots__ = ("prev",)
+
+    def __enter__(self):
+        self.prev = getattr(_tls, "busy", False)
+        _tls.busy = True
+
+    def __exit__(self, *exc):
+        _tls.busy = self.prev
+
+
+# propagation ---------------------------------------------------------------------------------
+
+def _on_bind(prim, args, params, inner):
+    """The bind hook of an open level: the op, then its output's tangent."""
+    out = inner(prim, args, params)
+    if not _table or getattr(_tls, "busy", False):
+        return out
+    ts = None
+    for i, a in enumerate(args):
+        if isinstance(a, Tensor):
+            t = _tangent_of(a)
+            if t is not None:
+                if ts is None:
+                    ts = [None] * len(args)
+                ts[i] = t
+    if ts is not None and out.dtype.is_floating_point:
+        with _Busy():
+            tangent = _jvp(prim, args, ts, out, params)
+        if tangent is not None:
+            _set_tangent(out, tangent)
+    return out
+
+
+def _on_inplace(prim, name, target, others, params, plain):
+    """``target.<name>(*others)`` in place, and ``target``'s tangent with it."""
+    ts = None
+    if not getattr(_tls, "busy", False):
+        ts = [_tangent_of(target)] + [_tangent_of(o) if isinstance(o, Tensor) else None
+                                      for o in others]
+    if not ts or all(t is None for t in ts):
+        return plain(prim, name, target, *others, **params)
+    before = Tensor._make(target._data.copy(), dtype=target.dtype)   # the rule's input value
+    with _Busy():
+        plain(prim, name, target, *others, **params)
+        tangent = (_jvp(prim, (before,) + tuple(others), ts, target, params)
+                   if target.dtype.is_floating_point else None)
+    if tangent is not None:
+        _set_tangent(target, tangent)
+    else:                   # written with a value of no tangent (an integer target)
+        e = _table.get(id(target._data))
+        if e is not None:
+            e[1].pop(id(target), None)
+            e[2] = None
+    base = target._base
+    if base is not None and base.dtype.is_floating_point:
+        # a write through a view writes the base: so does its tangent, into the base's
+        # (PyTorch's views share their base's tangent; here the base's is written anew)
+        from ..creation import zeros_like
+        from ..ops.index_ops import view_scatter
+        with _Busy():
+            old = _tangent_of(base)
+            new = view_scatter(old if old is not None else zeros_like(base),
+                               tangent if tangent is not None else zeros_like(target),
+                               target._view_steps)
+        _set_tangent(base, new)
+    return target
+
+
+def _jvp(prim, args, ts, out, params):
+    """The tangent of ``out = prim(*args)`` given the args' tangents (None: no tangent)."""
+    from ..ops.core import LINEAR
+    rule = prim.jvp
+    if rule is None:
+        if prim.vjp is None:        # not differentiable: no tangent, as for an int result
+            return None
+        if prim.kind != "elementwise" or prim.vjp_all:
+            return _derived(prim, args, ts, out, params)
+        # An elementwise Jacobian is diagonal, its own transpose: the VJP rule, handed the
+        # tangent for g, is the JVP. The tangent is broadcast to the output's shape first, so
+        # that the rule computes exactly as with a cotangent (a 0-d float64 operand would
+        # otherwise not take part in the dtype promotion); the backward node would sum that
+        # share down to the input's shape, forward mode keeps it whole.
+        ts = [t if t is None or t.shape == out.shape else _fit(t, out) for t in ts]
+        total = _shares(prim.vjp, args, ts, out, params)
+        if total is not None and total.dtype is not out.dtype:
+            total = total.to(out.dtype)     # a rule that casts g back to its input's dtype
+        return _fit(total, out)
+    if rule == LINEAR:
+        from ..creation import zeros_like
+        tangents = [(t if t is not None else zeros_like(a)) if isinstance(a, Tensor) else a
+                    for a, t in zip(args, ts)]
+        return _fit(_bind_plain(prim, tangents, params), out)
+    return _fit(_shares(rule, args, ts, out, params), out)
+
+
+def _shares(rule, args, ts, out, params):
+    """The sum of each arg's share of the output tangent; zeros where no arg with a tangent
+    has a rule (the output does not depend on it, almost everywhere)."""
+    total = None
+    for r, t in zip(rule, ts):
+        if t is None or r is None:
+            continue
+        share = r(t, *args, out=out, **params)
+        if share is not None:
+            total = share if total is None else total + share
+    if total is None:
+        from ..creation import zeros_like
+        return zeros_like(out)
+    return total
+
+
+def _bind_plain(prim, args, params):
+    from ..ops.core import bind
+    return bind(prim, *args, **params)
+
+
+def _fit(tangent, out):
+    """A tangent broadcast to its primal's shape (a share from a broadcast operand)."""
+    if tangent.shape != out.shape:
+        from ..ops.shape_ops import broadcast_to
+        tangent = broadcast_to(tangent, out.shape)
+    return tangent
+
+
+def _derived(prim, args, ts, out, params):
+    """J t from the VJP rule alone. The VJP is linear in its cotangent g, so
+    sum_i <vjp_i(g), t_i> = <g, J t>, and its gradient with respect to g is J t: one
+    backward pass through the VJP rule's own graph (a rule that twice-differentiable
+    reverse mode already needs). The tangent keeps a reverse-mode history where the user's
+    grad mode is on and an input or a tangent requires grad."""
+    from ..creation import ones_like, zeros_like
+    from ..ops.core import sum_to_shape
+    from .engine import grad
+    keep_graph = _gm.grad_enabled and (
+        any(isinstance(a, Tensor) and a._requires_grad for a in args)
+        or any(t is not None and t._requires_grad for t in ts))
+    g = ones_like(out).requires_grad_(True)     # any g: the rule is linear in it (ones
+    #                                              keep log|g| finite: logcumsumexp's rule)
+    with grad_mode.enable_grad():
+        if prim.vjp_all:
+            raw = list(prim.vjp(g, *args, out=out, **params))
+        else:
+            raw = [None if t is None or rule is None else rule(g, *args, out=out, **params)
+                   for rule, t in zip(prim.vjp, ts)]
+        s = None
+        for r, a, t in zip(raw, args, ts):
+            if r is None or t is None:
+                continue
+            if r.shape != a.shape:      # undo broadcasting, as the backward node does
+                r = sum_to_shape(r, a.shape)
+            term = (r * t).sum()
+            s = term if s is None else s + term
+        if s is None or not s.requires_grad:    # the VJP ignores g: the derivative is zero
+            return zeros_like(out)
+        (jt,) = grad(s, g, create_graph=keep_graph, allow_unused=True)
+    if jt is None:
+        return zeros_like(out)
+    return jt if keep_graph else jt.detach()
+
+
+# the API -------------------------------------------------------------------------------------
+
+def enter_dual_level():
+    """Open a forward grad level (only one at a time, as in PyTorch) and return it."""
+    global _current_level, _hook_cm
+    from ..ops import core
+    if _current_level >= 0:
+        raise RuntimeError("Nested forward mode AD is not supported at the moment")
+    _tensor_class()
+    _hook_cm = _hooks.bind_hook_installed(_on_bind, all_threads=True)
+    _hook_cm.__enter__()
+    core.forward_inplace = _on_inplace
+    _current_level = 0
+    return _current_level
+
+
+def exit_dual_level(*, level=None):
+    """Close the open level: every tangent made in it is dropped."""
+    global _current_level, _hook_cm
+    from ..ops import core
+    if level is None:
+        level = _current_level
+    if level != _current_level:
+        raise RuntimeError("Trying to exit a forward AD level that was not the last one that "
+                           "was created. This is not supported.")
+    if level < 0:
+        raise RuntimeError("Dual level must be a positive number.")
+    core.forward_inplace = None
+    cm, _hook_cm = _hook_cm, None
+    _table.clear()
+    _current_level = level - 1
+    cm.__exit__(None, None, None)
+
+
+def make_dual(tensor, tangent, *, level=None):
+    """A new tensor aliasing ``tensor`` that carries ``tangent`` (as is) at the open level;
+    backward differentiable with respect to ``tensor``."""
+    if level is None:
+        level = _current_level
+    if level < 0:
+        raise RuntimeError("Trying to create a dual Tensor for forward AD but no level exists, "
+                           "make sure to enter_dual_level() first.")
+    if not (tensor.is_floating_point() or tensor.is_complex()):
+        raise ValueError(f"Expected primal to be floating point or complex, but got: "
+                         f"{tensor.dtype}")
+    if not (tangent.is_floating_point() or tangent.is_complex()):
+        raise ValueError(f"Expected tangent to be floating point or complex, but got: "
+                         f"{tangent.dtype}")
+    if level != _current_level:
+        raise RuntimeError("Invalid level given to _make_dual")
+    if tuple(tangent.shape) != tuple(tensor.shape):
+        raise RuntimeError(f"Trying to set a forward gradient that has a different size than "
+                           f"that of the original Tensor, this is not supported. Tensor is of "
+                           f"size {list(tensor.shape)} while the given forward gradient is of "
+                           f"size {list(tangent.shape)}.")
+    if _tangent_of(tensor) is not None:
+        raise RuntimeError(f"Making a dual Tensor based on a Tensor that already has a forward "
+                           f"gradient at the same level {level} is not supported.")
+    dual = _alias(tensor)
+    _set_tangent(dual, tangent)
+    return dual
+
+
+def _alias(tensor):
+    """A view of ``tensor`` over an array object of its own (so a tangent set on the view is
+    not the tensor's), with ``tensor``'s reverse-mode history."""
+    with _Busy():
+        view = tensor.view_as(tensor)
+    if view._data is tensor._data:
+        view._data = tensor._data.view()
+    return view
+
+
+class UnpackedDualTensor(NamedTuple):
+    """What ``unpack_dual`` returns: the primal and the tangent (None where there is none)."""
+    primal: "Tensor"
+    tangent: Optional["Tensor"]
+
+
+def unpack_dual(tensor, *, level=None):
+    """``(primal, tangent)`` of ``tensor`` at the open level: the primal a view of
+    ``tensor`` without the tangent, the tangent as it was set or computed, or None."""
+    if level is None:
+        level = _current_level
+    if level < 0:
+        return UnpackedDualTensor(tensor, None)
+    if not isinstance(tensor, _tensor_class()):
+        raise TypeError(f"_unpack_dual(): argument 'dual' (position 1) must be Tensor, not "
+                        f"{type(tensor).__name__}")
+    tangent = _tangent_of(tensor)
+    if level != _current_level:     # PyTorch checks the level only where there is a tangent
+        if tangent is not None:
+            raise RuntimeError("Invalid level given to _fw_primal")
+        tangent = None
+    return UnpackedDualTensor(_alias(tensor), tangent)
+
+
+class dual_level(_DecoratorContextManager):
+    """A context (or decorator) in which forward AD computation happens: it enters a level
+    and exits it, dropping the tangents. Levels do not nest, as in PyTorch; nest
+    ``tracegrad.func.jvp`` for higher forward derivatives."""
+
+    def __enter__(self):
+        return enter_dual_level()
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        exit_dual_level()
