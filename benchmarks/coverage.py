@@ -19,9 +19,11 @@ import sys
 LEFT_OUT = [
     (r"^_", "private"),
     (r"(complex|conj|real$|imag$|angle|polar|view_as_real|view_as_complex|^resolve_conj"
-     r"|^resolve_neg|^is_conj|^is_neg|^chalf|^cfloat|^cdouble|isreal)", "complex dtypes"),
+     r"|^resolve_neg|^is_conj|^is_neg|^chalf|^cfloat|^cdouble|isreal"
+     r"|^eig$|^eigvals$)", "complex dtypes"),    # linalg.eig/eigvals: complex results
     (r"(sparse|^to_dense|coalesce|indices$|^values$|crow_|col_|ccol_|row_indices|"
-     r"^dense_dim|^sspaddmm|^smm$|^hspmm|^saddmm|_coo|_csr|_csc|_bsr|_bsc)",
+     r"^dense_dim|^sspaddmm|^smm$|^hspmm|^saddmm|_coo|_csr|_csc|_bsr|_bsc"
+     r"|^SparseAdam$)",          # optim.SparseAdam steps sparse gradients
      "sparse tensors"),
     (r"(quantiz|^q_|^int_repr|^dequantize|fake_quant|^qscheme|per_channel|per_tensor|"
      r"^fbgemm|^quantized_)", "quantized tensors"),

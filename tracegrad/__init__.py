@@ -10,6 +10,7 @@ from .dtypes import (
     int16, int32, int64, long, set_default_dtype, short, uint8,
 )
 from .device import device, get_default_device, set_default_device
+from .layouts import layout, strided  # noqa: F401 - PyTorch's one layout: dense
 from .tensor import Size, Tensor
 from .tensor import (  # noqa: F401 - PyTorch's memory formats, accepted and ignored
     channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format,

@@ -6,6 +6,7 @@ import numpy as np
 from . import _hooks, dtypes
 from .device import (as_device, cupy, device_of, device_or_default, loaded_cupy, on_device,
                      to_device, xp_for)
+from .layouts import check_layout
 from .symbolic import SymInt
 from .tensor import Tensor
 
@@ -237,19 +238,24 @@ def _filled(fill, size, dtype, device, requires_grad, default=None):
                    fill=0 if fill is None else fill)
 
 
-def zeros(*size, dtype=None, device=None, requires_grad=False, out=None):
+def zeros(*size, dtype=None, layout=None, device=None, requires_grad=False, out=None):
+    check_layout("zeros", layout)
     return _filled(0, size, dtype, device, requires_grad)
 
 
-def ones(*size, dtype=None, device=None, requires_grad=False, out=None):
+def ones(*size, dtype=None, layout=None, device=None, requires_grad=False, out=None):
+    check_layout("ones", layout)
     return _filled(1, size, dtype, device, requires_grad)
 
 
-def empty(*size, dtype=None, device=None, requires_grad=False, out=None, memory_format=None):
+def empty(*size, dtype=None, layout=None, device=None, requires_grad=False, out=None,
+          memory_format=None):
+    check_layout("empty", layout)
     return _filled(0, size, dtype, device, requires_grad)
 
 
-def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
+def full(size, fill_value, *, dtype=None, layout=None, device=None, requires_grad=False):
+    check_layout("full", layout)
     if dtype is None:
         dtype = dtypes.result_type(fill_value)
     return _filled(fill_value, (size,) if isinstance(size, int) else size, dtype, device,
@@ -261,33 +267,43 @@ def _like(input, dtype, device):
             device if device is not None else input.device)
 
 
-def zeros_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+def zeros_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
+               memory_format=None):
+    check_layout("zeros_like", layout)
     dt, dev = _like(input, dtype, device)
     return zeros(input.shape, dtype=dt, device=dev, requires_grad=requires_grad)
 
 
-def ones_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+def ones_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
+              memory_format=None):
+    check_layout("ones_like", layout)
     dt, dev = _like(input, dtype, device)
     return ones(input.shape, dtype=dt, device=dev, requires_grad=requires_grad)
 
 
-def empty_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+def empty_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
+               memory_format=None):
+    check_layout("empty_like", layout)
     dt, dev = _like(input, dtype, device)
     return empty(input.shape, dtype=dt, device=dev, requires_grad=requires_grad)
 
 
-def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False,
+def full_like(input, fill_value, *, dtype=None, layout=None, device=None, requires_grad=False,
               memory_format=None):
+    check_layout("full_like", layout)
     dt, dev = _like(input, dtype, device)
     return full(input.shape, fill_value, dtype=dt, device=dev, requires_grad=requires_grad)
 
 
-def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
+def eye(n, m=None, *, dtype=None, layout=None, device=None, requires_grad=False):
+    check_layout("eye", layout)
     dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
     return _finish(np.eye(n, m if m is not None else n, dtype=dt.np), None, device, requires_grad)
 
 
-def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
+def arange(start, end=None, step=1, *, dtype=None, layout=None, device=None,
+           requires_grad=False):
+    check_layout("arange", layout)
     if end is None:
         start, end = 0, start
     vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
@@ -300,27 +316,61 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
                    dt, device, requires_grad)
 
 
-def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
+def linspace(start, end, steps, *, dtype=None, layout=None, device=None, requires_grad=False):
+    check_layout("linspace", layout)
     dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
+    if isinstance(start, Tensor) or isinstance(end, Tensor):
+        return _linspace_of_tensors(start, end, steps, dt, device, requires_grad)
     return _finish(np.linspace(start, end, steps), dt, device, requires_grad)
 
 
-def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
+def _linspace_of_tensors(start, end, steps, dt, device, requires_grad):
+    """``linspace`` from 0-dim tensor ends, in tensor ops (compile traces them; the ends get
+    no gradient, as in PyTorch): PyTorch's kernel, the ends in ``dt``, the step in ``dt``
+    (float64 for an integer dtype), each half of the points stepped from its nearer end in
+    one rounding (its fused multiply-add, emulated in float64), then cast to ``dt``."""
+    from .ops.elementwise import where
+    for name, end_ in (("start", start), ("end", end)):
+        if isinstance(end_, Tensor) and end_.ndim:
+            raise RuntimeError(f"linspace only supports 0-dimensional start and end tensors, "
+                               f"but got {name} with {end_.ndim} dimension(s).")
+    like = start if isinstance(start, Tensor) else end
+    dev = device if device is not None else like.device
+    wide = dtypes.float64
+    step_dt = dt if dt.is_floating_point else wide
+    lo, hi = (v.detach() if isinstance(v, Tensor) else tensor(v, device=dev)
+              for v in (start, end))
+    lo, hi = lo.to(device=dev, dtype=dt).to(step_dt), hi.to(device=dev, dtype=dt).to(step_dt)
+    i = arange(steps, dtype=wide, device=dev)
+    if steps == 1:
+        out = i + lo.to(wide)
+    else:
+        step = ((hi - lo) / (steps - 1)).to(wide)
+        out = where(i < steps // 2, lo.to(wide) + step * i,
+                    hi.to(wide) - step * (steps - 1 - i))
+    out = out.to(device=dev, dtype=dt)
+    return out.requires_grad_(True) if requires_grad else out
+
+
+def rand(*size, generator=None, dtype=None, layout=None, device=None, requires_grad=False):
+    check_layout("rand", layout)
     dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
     shape = _size(size)
     return _drawn(generator, lambda rng: rng.random(shape), "uniform", shape, dt, device,
                   requires_grad)
 
 
-def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
+def randn(*size, generator=None, dtype=None, layout=None, device=None, requires_grad=False):
+    check_layout("randn", layout)
     dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
     shape = _size(size)
     return _drawn(generator, lambda rng: rng.standard_normal(shape), "normal", shape, dt,
                   device, requires_grad)
 
 
-def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=None,
-            requires_grad=False):
+def randint(low=0, high=None, size=None, *, generator=None, dtype=None, layout=None,
+            device=None, requires_grad=False):
+    check_layout("randint", layout)
     if size is None and isinstance(high, (tuple, list)):
         high, size = None, high         # randint(high, size), PyTorch's other overload
     if high is None:
@@ -332,7 +382,8 @@ def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=N
                   dtype or dtypes.int64, device, requires_grad, low=int(low), high=int(high))
 
 
-def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
+def randperm(n, *, generator=None, dtype=None, layout=None, device=None, requires_grad=False):
+    check_layout("randperm", layout)
     dev = device_or_default(device)
     rng = _generator_for(generator, dev).rng
     with on_device(dev):    # drawn and sorted where the generator lives
@@ -340,16 +391,20 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
         return _finish(perm, dtype or dtypes.int64, device, requires_grad)
 
 
-def rand_like(input, *, dtype=None, device=None, requires_grad=False):
+def rand_like(input, *, dtype=None, layout=None, device=None, requires_grad=False):
+    check_layout("rand_like", layout)
     dt, dev = _like(input, dtype, device)
     return rand(input.shape, dtype=dt, device=dev, requires_grad=requires_grad)
 
 
-def randn_like(input, *, dtype=None, device=None, requires_grad=False):
+def randn_like(input, *, dtype=None, layout=None, device=None, requires_grad=False):
+    check_layout("randn_like", layout)
     dt, dev = _like(input, dtype, device)
     return randn(input.shape, dtype=dt, device=dev, requires_grad=requires_grad)
 
 
-def randint_like(input, low=0, high=None, *, dtype=None, device=None, requires_grad=False):
+def randint_like(input, low=0, high=None, *, dtype=None, layout=None, device=None,
+                 requires_grad=False):
+    check_layout("randint_like", layout)
     dt, dev = _like(input, dtype, device)
     return randint(low, high, input.shape, dtype=dt, device=dev, requires_grad=requires_grad)

@@ -8,6 +8,9 @@ comes from the SVD), ``lstsq`` (through a QR), ``matrix_rank`` and ``matrix_powe
 - ``linalg_decomp``: ``cholesky``, ``qr``, ``eigh``/``eigvalsh``, ``svd``/``svdvals``, one
   primitive per output (a primitive has one result; VJPs add up over the outputs);
 - ``linalg_norms``: ``vector_norm``, ``matrix_norm``, ``norm``;
+- ``linalg_ldl``: ``ldl_factor``/``ldl_factor_ex``/``ldl_solve`` (LAPACK's Bunch-Kaufman
+  ``sytrf``/``sytrs``, not differentiable, as in PyTorch), ``householder_product`` (and
+  ``torch.orgqr``, ``ormqr``, ``geqrf``), and ``LinAlgError``;
 - ``linalg_checks``: PyTorch's checks of the inputs, so that an error starts with PyTorch's
   words for the function (``linalg.inv: A must be batches of square matrices, ...``) and
   ends with the user's line; LAPACK's failures (a singular matrix) say the same.
@@ -271,6 +274,9 @@ def matrix_power(A, n):
 
 
 from .linalg_lu import lu, lu_factor, lu_factor_ex, lu_solve  # noqa: E402
+from .linalg_ldl import (  # noqa: E402
+    LinAlgError, householder_product, ldl_factor, ldl_factor_ex, ldl_solve,
+)
 from .linalg_more import (  # noqa: E402 - built on the functions above
     cholesky_ex, cond, cross, diagonal, inv_ex, matrix_exp, multi_dot, pinv, solve_ex,
     solve_triangular, tensorinv, tensorsolve, vander, vecdot,
@@ -280,4 +286,5 @@ __all__ = ["inv", "solve", "det", "slogdet", "cholesky", "qr", "eigh", "eigvalsh
            "svdvals", "lstsq", "matrix_rank", "norm", "vector_norm", "matrix_norm", "matrix_power",
            "cholesky_ex", "cond", "cross", "diagonal", "inv_ex", "matrix_exp", "multi_dot",
            "pinv", "solve_ex", "solve_triangular", "tensorinv", "tensorsolve", "vander",
-           "vecdot", "lu", "lu_factor", "lu_factor_ex", "lu_solve"]
+           "vecdot", "lu", "lu_factor", "lu_factor_ex", "lu_solve", "ldl_factor", "ldl_factor_ex",
+           "ldl_solve", "householder_product", "LinAlgError"]

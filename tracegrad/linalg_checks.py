@@ -102,6 +102,21 @@ class LinalgError(RuntimeError):
         return type(self), (self.op, self.message)
 
 
+class LinAlgError(LinalgError):
+    """PyTorch's ``torch.linalg.LinAlgError``: a ``RuntimeError`` raised where LAPACK fails on
+    the values of an input; made from one message, as PyTorch's, or from an op and one."""
+
+    def __init__(self, op, message=None):
+        if message is None:
+            RuntimeError.__init__(self, op)
+            self.op, self.message = None, op
+        else:
+            super().__init__(op, message)
+
+    def __reduce__(self):
+        return type(self), (self.message,) if self.op is None else (self.op, self.message)
+
+
 def lapack(op, message, fn, *args, **kwargs):
     """``fn(*args, **kwargs)``, NumPy's (or CuPy's) ``LinAlgError`` raised as ``LinalgError``
     with PyTorch's ``message`` (None: LAPACK's own)."""
@@ -112,12 +127,13 @@ def lapack(op, message, fn, *args, **kwargs):
 
 
 def run(prim, *args, **params):
-    """``bind(prim, ...)``; a ``LinalgError`` of its implementation is raised naming its op and
-    the user's line (``bind`` names the primitive, ``linalg_inv``, instead)."""
+    """``bind(prim, ...)``; a ``LinalgError`` of its implementation is raised as PyTorch's
+    ``LinAlgError``, naming its op and the user's line (``bind`` names the primitive,
+    ``linalg_inv``, instead)."""
     try:
         return bind(prim, *args, **params)
     except RuntimeError as e:
         failure = e if isinstance(e, LinalgError) else e.__context__
         if isinstance(failure, LinalgError):
-            raise op_error(failure.op, failure.message) from None
+            raise op_error(failure.op, failure.message, LinAlgError) from None
         raise

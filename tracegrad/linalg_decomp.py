@@ -12,9 +12,12 @@ PyTorch's wording before a primitive is bound (``linalg_checks``).
 """
 from collections import namedtuple
 
+import numpy as np
+
+from . import _hooks, dtypes
 from .linalg_checks import check, float_rule, lapack, rule_check, run, square_rule
 from .linalg_solve import _mT, _solve_right, solve
-from .ops.core import Primitive, op_error
+from .ops.core import Primitive, bind, op_error
 from .ops.linalg import matmul
 from .ops.more_ops import diag_embed, diagonal, tril
 from .ops.shape_ops import cat, narrow, unsqueeze
@@ -22,6 +25,7 @@ from .ops.shape_ops import cat, narrow, unsqueeze
 _eigh_result = namedtuple("torch_return_types_linalg_eigh", ["eigenvalues", "eigenvectors"])
 _svd_result = namedtuple("torch_return_types_linalg_svd", ["U", "S", "Vh"])
 _qr_result = namedtuple("torch_return_types_linalg_qr", ["Q", "R"])
+_cholesky_ex_result = namedtuple("torch_return_types_linalg_cholesky_ex", ["L", "info"])
 
 
 def _off_diagonal(m):
@@ -64,6 +68,59 @@ def cholesky(A, *, upper=False):
     check("linalg.cholesky", A)
     lower = run(cholesky_p, A)
     return _mT(lower) if upper else lower
+
+
+# cholesky_ex: the factor and LAPACK potrf's info, an int32 tensor (so compile traces it) --
+
+def _positive_definite(m):
+    try:
+        np.linalg.cholesky(m)
+    except np.linalg.LinAlgError:
+        return False
+    return True
+
+
+def _failing_minor(m):
+    """The order of ``m``'s first leading minor that is not positive definite, 0 if none
+    (potrf's info). A minor that fails makes every larger one fail: a bisection finds it."""
+    if _positive_definite(m):
+        return 0
+    passes, fails = 0, m.shape[-1]
+    while fails - passes > 1:
+        mid = (passes + fails) // 2
+        passes, fails = (mid, fails) if _positive_definite(m[:mid, :mid]) else (passes, mid)
+    return fails
+
+
+def _cholesky_info_impl(xp, a):
+    host = a if xp is np else xp.asnumpy(a)
+    if _positive_definite(host):        # the whole batch at once, the common case
+        info = np.zeros(host.shape[:-2], np.int32)
+    else:
+        flat = host.reshape(-1, *host.shape[-2:])
+        info = np.array([_failing_minor(m) for m in flat], np.int32).reshape(host.shape[:-2])
+    return info if xp is np else xp.asarray(info)
+
+
+cholesky_info_p = Primitive(
+    "linalg_cholesky_info", _cholesky_info_impl, dtype=lambda a: dtypes.int32,
+    shape=lambda s: tuple(s[:-2]), kind="other")
+
+
+def cholesky_ex(A, *, upper=False, check_errors=False):
+    """``(L, info)``: info is 0, or the order of the leading minor that is not positive
+    definite; there L is NaN (LAPACK leaves a partial factor, which PyTorch returns), and
+    with ``check_errors`` it raises. Under compile both stay in the graph: the factor is of
+    A with the failing matrices swapped for the identity, then masked."""
+    from .creation import eye
+    from .ops.elementwise import where
+    check("linalg.cholesky", A)
+    info = bind(cholesky_info_p, A)
+    if check_errors or _hooks.tracer is None and not bool(info.any()):
+        return _cholesky_ex_result(cholesky(A, upper=upper), info)     # (raises if it fails)
+    ok = (info == 0)[..., None, None]
+    L = cholesky(where(ok, A, eye(A.shape[-1], dtype=A.dtype, device=A.device)), upper=upper)
+    return _cholesky_ex_result(where(ok, L, float("nan")), info)
 
 
 # qr --------------------------------------------------------------------------------------

@@ -8,10 +8,10 @@ where the rank does not change).
 
 Composites: ``solve_triangular`` (the triangle taken out, then solved: the gradient stays in
 the triangle, as PyTorch's), ``multi_dot``, ``vecdot``, ``vander``, ``diagonal``,
-``cond``, ``tensorinv``, ``tensorsolve``, ``cross``, the ``*_ex`` forms (result and an
-``info`` tensor), and the old API: ``tracegrad.cholesky``, ``cholesky_solve``,
-``cholesky_inverse``, ``svd`` (U, S, V), ``qr``, ``pinverse``, ``matrix_exp``,
-``triangular_solve``.
+``cond``, ``tensorinv``, ``tensorsolve``, ``cross``, and the old API: ``tracegrad.cholesky``,
+``cholesky_solve``, ``cholesky_inverse``, ``svd`` (U, S, V), ``qr``, ``pinverse``,
+``matrix_exp``, ``triangular_solve``. The ``*_ex`` forms are re-exported from beside their
+factorisations (``linalg_decomp``, ``linalg_solve``).
 """
 import math
 from collections import namedtuple
@@ -19,9 +19,9 @@ from collections import namedtuple
 import numpy as np
 
 from .linalg_checks import check, float_rule, square_rule
-from .linalg_decomp import cholesky, qr, svd, svdvals
+from .linalg_decomp import cholesky, cholesky_ex, qr, svd, svdvals  # noqa: F401 - re-exported
 from .linalg_norms import matrix_norm
-from .linalg_solve import _mT, inv, solve
+from .linalg_solve import _mT, inv, inv_ex, solve, solve_ex  # noqa: F401 - re-exported
 from .ops.core import Primitive, bind, op_error
 from .ops.declare import method
 from .ops.linalg import matmul
@@ -29,9 +29,6 @@ from .ops.more_ops import diagonal as _diagonal, tril, triu
 from .ops.reduce_ops import sum
 from .ops.shape_ops import cat, reshape
 
-_cholesky_ex_result = namedtuple("torch_return_types_linalg_cholesky_ex", ["L", "info"])
-_inv_ex_result = namedtuple("torch_return_types_linalg_inv_ex", ["inverse", "info"])
-_solve_ex_result = namedtuple("torch_return_types_linalg_solve_ex", ["result", "info"])
 _svd_result = namedtuple("torch_return_types_svd", ["U", "S", "V"])
 _qr_result = namedtuple("torch_return_types_qr", ["Q", "R"])
 _triangular_result = namedtuple("torch_return_types_triangular_solve",
@@ -272,81 +269,6 @@ def cross(input, other, *, dim=-1):
     bx = [squeeze(narrow(b, d, i, 1), d) for i in range(3)]
     return stack([ax[1] * bx[2] - ax[2] * bx[1], ax[2] * bx[0] - ax[0] * bx[2],
                   ax[0] * bx[1] - ax[1] * bx[0]], d)
-
-
-# the *_ex forms: result and info ------------------------------------------------------------
-
-def _info(A, failed):
-    from .creation import tensor
-    return tensor(np.asarray(failed, dtype=np.int32).reshape(A.shape[:-2]), device=A.device)
-
-
-def _cholesky_failure(a):
-    """The order of the leading minor that is not positive definite (0: none), per matrix."""
-    flat = a.reshape(-1, *a.shape[-2:])
-    out = []
-    for m in flat:
-        k = 0
-        for j in range(1, m.shape[-1] + 1):
-            try:
-                np.linalg.cholesky(m[:j, :j])
-            except np.linalg.LinAlgError:
-                k = j
-                break
-        out.append(k)
-    return np.array(out).reshape(a.shape[:-2])
-
-
-def cholesky_ex(A, *, upper=False, check_errors=False):
-    """``(L, info)``: info is 0, or the order of the leading minor that is not positive
-    definite; there L is NaN (LAPACK leaves a partial factor, which PyTorch returns), and
-    with ``check_errors`` it raises."""
-    from .ops.elementwise import where
-    failed = _cholesky_failure(A.detach().cpu().numpy()) if A.numel() else np.zeros(
-        A.shape[:-2], int)
-    if not failed.any() or check_errors:
-        return _cholesky_ex_result(cholesky(A, upper=upper), _info(A, failed))
-    ok = _info(A, failed) == 0
-    from .creation import eye
-    safe = where(ok[..., None, None], A, eye(A.shape[-1], dtype=A.dtype, device=A.device))
-    L = cholesky(safe, upper=upper)
-    return _cholesky_ex_result(where(ok[..., None, None], L, float("nan")), _info(A, failed))
-
-
-def _singular(A):
-    """LAPACK getrf's info per matrix of the batch (``linalg_lu``'s factorisation): 0, or
-    the 1-based index of the first zero pivot."""
-    from .linalg_lu import _factor
-    return _factor(np, A.detach().cpu().numpy())[2]
-
-
-def _on_invertible(fn, A, failed, *rest):
-    """``fn(A, *rest)`` with the singular matrices of the batch swapped for the identity,
-    their results then NaN (what a caller that checks ``info`` throws away)."""
-    from .creation import eye
-    from .ops.elementwise import where
-    ok = (_info(A, failed) == 0)[..., None, None]
-    safe = where(ok, A, eye(A.shape[-1], dtype=A.dtype, device=A.device))
-    out = fn(safe, *rest)
-    return where(ok if out.ndim == A.ndim else ok[..., 0], out, float("nan"))
-
-
-def inv_ex(A, *, check_errors=False):
-    """``(inverse, info)``: info is LAPACK's (0, or the first zero pivot), the inverse NaN
-    where it is not; ``check_errors`` raises instead."""
-    failed = _singular(A) if A.numel() else np.zeros(A.shape[:-2], int)
-    if not failed.any() or check_errors:
-        return _inv_ex_result(inv(A), _info(A, failed))
-    return _inv_ex_result(_on_invertible(inv, A, failed), _info(A, failed))
-
-
-def solve_ex(A, B, *, left=True, check_errors=False):
-    """``(result, info)``, as ``inv_ex``."""
-    failed = _singular(A) if A.numel() else np.zeros(A.shape[:-2], int)
-    if not failed.any() or check_errors:
-        return _solve_ex_result(solve(A, B, left=left), _info(A, failed))
-    return _solve_ex_result(_on_invertible(lambda a, b: solve(a, b, left=left), A, failed, B),
-                            _info(A, failed))
 
 
 # the older top-level API --------------------------------------------------------------------

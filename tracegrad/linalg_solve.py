@@ -6,15 +6,22 @@ system A^T X = g), so gradients are differentiable again; ``_solve_right`` (x @ 
 the form the decompositions' rules use. Inputs are checked with PyTorch's wording, and a
 singular matrix raises PyTorch's error (``linalg_checks``).
 """
+from collections import namedtuple
+
 import numpy as np
 
+from . import _hooks, dtypes
 from .linalg_checks import (
     check, float_rule, lapack, matrix_problem, run, same_dtype_problem, square_rule,
 )
-from .ops.core import Primitive, op_error
+from .ops.core import Primitive, bind, op_error
 from .ops.linalg import matmul
 from .ops.rules import broadcast
 from .ops.shape_ops import squeeze, transpose, unsqueeze
+
+
+_inv_ex_result = namedtuple("torch_return_types_linalg_inv_ex", ["inverse", "info"])
+_solve_ex_result = namedtuple("torch_return_types_linalg_solve_ex", ["result", "info"])
 
 
 def _mT(x):
@@ -99,3 +106,50 @@ def solve(A, B, *, left=True):
     if vector:
         return squeeze(run(solve_p, A, unsqueeze(B, -1)), -1)
     return run(solve_p, A, B)
+
+
+# the *_ex forms: the result and LAPACK getrf's info, an int32 tensor (so compile traces it) --
+
+def _getrf_info(A):
+    """0, or the 1-based index of the first zero pivot, per matrix of the batch."""
+    from .linalg_lu import lu_info_p        # linalg_lu builds on this module
+    if 0 in A.shape:        # no matrix, or 0 x 0 ones: nothing fails (and getrf has no batch)
+        from .creation import zeros
+        return zeros(A.shape[:-2], dtype=dtypes.int32, device=A.device)
+    return bind(lu_info_p, A)
+
+
+def _on_invertible(fn, A, info, *rest):
+    """``fn(A, *rest)`` with the singular matrices of the batch swapped for the identity,
+    their results then NaN (what a caller that checks ``info`` throws away)."""
+    from .creation import eye
+    from .ops.elementwise import where
+    ok = (info == 0)[..., None, None]
+    out = fn(where(ok, A, eye(A.shape[-1], dtype=A.dtype, device=A.device)), *rest)
+    return where(ok if out.ndim >= A.ndim else ok[..., 0], out, float("nan"))   # B a vector
+
+
+def _all_invertible(info):
+    """Whether ``fn(A)`` alone will do: eager, with no singular matrix (compile keeps the
+    masked form, whose values on invertible matrices are the same)."""
+    return _hooks.tracer is None and not bool(info.any())
+
+
+def inv_ex(A, *, check_errors=False):
+    """``(inverse, info)``: info is LAPACK's (0, or the first zero pivot), the inverse NaN
+    where it is not; ``check_errors`` raises instead."""
+    check("linalg.inv", A)
+    info = _getrf_info(A)
+    if check_errors or _all_invertible(info):
+        return _inv_ex_result(inv(A), info)
+    return _inv_ex_result(_on_invertible(inv, A, info), info)
+
+
+def solve_ex(A, B, *, left=True, check_errors=False):
+    """``(result, info)``, as ``inv_ex``; info has A's batch shape."""
+    check("linalg.solve", A)
+    info = _getrf_info(A)
+    if check_errors or _all_invertible(info):
+        return _solve_ex_result(solve(A, B, left=left), info)
+    return _solve_ex_result(_on_invertible(lambda a, b: solve(a, b, left=left), A, info, B),
+                            info)

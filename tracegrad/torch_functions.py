@@ -308,32 +308,41 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
         if n < edge_order + 1:
             raise RuntimeError("torch.gradient expected each dimension size to be at least "
                                "edge_order+1")
-        if isinstance(h, Tensor):
-            x = h.detach().cpu().numpy().astype(np.float64)
+        if isinstance(h, Tensor):   # coordinates: steps in tensor ops, which compile traces
+            from .ops import narrow
+            x = h.to(_gradient_dtype(input))
+            dx = narrow(x, 0, 1, n - 1) - narrow(x, 0, 0, n - 1)
         else:
-            x = np.arange(n) * float(h)
-        out.append(_gradient_along(input, d, np.diff(x), edge_order))
+            dx = np.diff(np.arange(n) * float(h))
+        out.append(_gradient_along(input, d, dx, edge_order))
     return tuple(out)
 
 
+def _gradient_dtype(f):
+    return f.dtype if f.dtype.is_floating_point else dtypes.get_default_dtype()
+
+
 def _gradient_along(f, d, dx, edge_order):
-    """NumPy's gradient formulas along dim ``d`` for the steps ``dx`` between coordinates."""
+    """NumPy's gradient formulas along dim ``d`` for the steps ``dx`` between coordinates
+    (a NumPy array, or a 1-D tensor of them)."""
     from .creation import tensor
     from .ops import cat, narrow
     n = f.shape[d]
-    dt = f.dtype if f.dtype.is_floating_point else dtypes.get_default_dtype()
+    dt = _gradient_dtype(f)
     f = f.to(dt)
 
     def coef(values):       # numbers along d, broadcast over the other dims
         shape = [1] * f.ndim
-        shape[d] = len(values)
+        shape[d] = n - 2
+        if isinstance(values, Tensor):
+            return values.reshape(shape)
         return tensor(np.asarray(values).reshape(shape), dtype=dt, device=f.device)
 
     def at(start, length):
         return narrow(f, d, start, length)
     parts = []
     if edge_order == 1 or n < 3:
-        parts.append((at(1, 1) - at(0, 1)) / float(dx[0]))
+        parts.append((at(1, 1) - at(0, 1)) / _scalar(dx[0]))
     else:
         h1, h2 = dx[0], dx[1]
         parts.append(at(0, 1) * (-(2 * h1 + h2) / (h1 * (h1 + h2)))
@@ -344,13 +353,18 @@ def _gradient_along(f, d, dx, edge_order):
                      + at(1, n - 2) * coef((hr - hl) / (hl * hr))
                      + at(2, n - 2) * coef(hl / (hr * (hl + hr))))
     if edge_order == 1 or n < 3:
-        parts.append((at(n - 1, 1) - at(n - 2, 1)) / float(dx[-1]))
+        parts.append((at(n - 1, 1) - at(n - 2, 1)) / _scalar(dx[-1]))
     else:
         h1, h2 = dx[-2], dx[-1]
         parts.append(at(n - 3, 1) * (h2 / (h1 * (h1 + h2)))
                      + at(n - 2, 1) * (-(h2 + h1) / (h1 * h2))
                      + at(n - 1, 1) * ((2 * h2 + h1) / (h2 * (h1 + h2))))
     return cat(parts, d)
+
+
+def _scalar(step):
+    """A step as a Python float, or as the 0-dim tensor it is (kept in the graph)."""
+    return step if isinstance(step, Tensor) else float(step)
 
 
 def exports():
@@ -368,4 +382,6 @@ def exports():
                  "set_num_interop_threads", "is_inference", "mvlgamma", "igamma", "igammac",
                  "nuclear_norm", "frobenius_norm", "gradient"):
         table[name] = globals()[name]
+    from .linalg_ldl import _LEGACY as householder      # torch.orgqr, torch.ormqr, torch.geqrf
+    table.update(householder)
     return table

@@ -58,6 +58,10 @@ from .functional_pool import (  # noqa: F401 - max, average and adaptive pooling
     max_pool1d_with_indices, max_pool2d, max_pool2d_with_indices, max_pool3d,
     max_pool3d_with_indices,
 )
+from .functional_fractional import (  # noqa: F401 - fractional max pooling, F's helpers
+    assert_int_or_pair, boolean_dispatch, fractional_max_pool2d,
+    fractional_max_pool2d_with_indices, fractional_max_pool3d, fractional_max_pool3d_with_indices,
+)
 from .functional_resample import (  # noqa: F401 - interpolation and pixel shuffle
     interpolate, pixel_shuffle, pixel_unshuffle, upsample, upsample_bilinear, upsample_nearest,
 )

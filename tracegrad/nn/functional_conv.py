@@ -206,7 +206,9 @@ def pad(input, pad, mode="constant", value=None):
         raise op_error("pad", f"Expected {n + 1}D or {n + 2}D (batch mode) tensor with possibly 0 "
                               f"batch size and other non-zero dimensions for input, but got: "
                               f"{list(input.shape)}")
-    if any(w < 0 for pair in pairs for w in pair):     # a negative width crops first, as torch
+    # a negative width crops first, as torch; pad_nd takes replicate's itself (a crop past the
+    # far end still replicates the last element there)
+    if mode != "replicate" and any(w < 0 for pair in pairs for w in pair):
         lead = input.ndim - n
         key = (slice(None),) * lead + tuple(
             slice(max(-lo, 0), (input.shape[lead + i] - max(-hi, 0))) for i, (lo, hi) in

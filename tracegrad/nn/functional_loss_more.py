@@ -85,14 +85,13 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
     return _reduce(loss.sum(class_dim) / input.shape[class_dim], reduction)
 
 
-def _as_matrix(input, target, name):
-    """``input`` and ``target`` as ``(N, C)`` and ``(N, ...)``, and whether to drop N."""
-    if input.ndim == 0 or input.ndim > 2 or input.numel() == 0 and input.ndim == 1:
+def _as_matrix(input, name):
+    """``input`` as ``(N, C)``: a vector is one sample, a 0-dim input one sample of one class
+    (whose loss is 0: the only class is the target), as PyTorch's kernels take them."""
+    if input.ndim > 2 or input.ndim and input.shape[-1] == 0:
         raise op_error(name, f"Expected non-empty vector or matrix with optional 0-dim batch "
                              f"size, but got: {list(input.shape)}")
-    if input.ndim == 1:
-        return input.unsqueeze(0), target.reshape((1,) + tuple(target.shape)), True
-    return input, target, False
+    return input.reshape((1,) * (2 - input.ndim) + tuple(input.shape))
 
 
 def _check_range(target, low, high, message, name):
@@ -111,14 +110,14 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
         raise op_error("multi_margin_loss", "only p == 1 and p == 2 supported", ValueError)
     if weight is not None and weight.ndim != 1:
         raise op_error("multi_margin_loss", "weight must be one-dimensional", ValueError)
-    x, t, single = _as_matrix(input, target, "multi_margin_loss")
+    x = _as_matrix(input, "multi_margin_loss")
     n, c = x.shape
-    if t.ndim > 1 or t.numel() != n:
+    if target.ndim > 1 or target.numel() != n:
         raise op_error("multi_margin_loss",
                        f"multi_margin_loss: target tensor should be 1-D with size equal to the "
                        f"number of input samples (batch size). Expected target size [{n}], but "
                        f"got {list(target.shape)}. Input has shape {list(input.shape)}.")
-    t = t.reshape(n)
+    t = target.reshape(n)
     _check_range(t, 0, c, "target out of range", "multi_margin_loss")
     z = margin - gather(x, 1, t.unsqueeze(1)) + x
     others = tracegrad.arange(c, device=x.device) != t.unsqueeze(1)
@@ -128,7 +127,8 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     if weight is not None:
         h = h * index_select(weight, 0, t).unsqueeze(1)
     loss = h.sum(1) / c
-    return _reduce(loss.reshape(()) if single else loss, reduction)
+    # reduction="none" keeps the target's shape: (N,) for a 1-D target, () for a 0-dim one
+    return _reduce(loss if target.ndim else loss.reshape(()), reduction)
 
 
 @backward_name("MultilabelMarginLossBackward0")
@@ -137,12 +137,16 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     ``y_j`` (the entries of ``target`` before its first -1) and the non-target classes
     ``i`` (no gradient at the hinge's 0, as PyTorch's kernel)."""
     reduction = _reduction(size_average, reduce, reduction, "multilabel_margin_loss")
-    if input.ndim <= 2 and tuple(target.shape) != tuple(input.shape):
+    x = _as_matrix(input, "multilabel_margin_loss")
+    n, c = x.shape
+    # a vector or 0-dim input takes a target of C entries (a vector, or 0-dim where C is 1)
+    fits = (target.ndim <= 1 and target.numel() == c if input.ndim <= 1
+            else tuple(target.shape) == tuple(input.shape))
+    if not fits:
         raise op_error("multilabel_margin_loss", f"inconsistent target size: "
                                                  f"{list(target.shape)} for input of size: "
                                                  f"{list(input.shape)}")
-    x, t, single = _as_matrix(input, target, "multilabel_margin_loss")
-    c = x.shape[1]
+    t = target.reshape(n, c)
     _check_range(t, -1, c, "argument #2 'target' is out of range", "multilabel_margin_loss")
     valid = tracegrad.cumsum((t < 0).long(), 1) == 0            # before the first -1
     safe = where(valid, t, 0)
@@ -151,7 +155,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     z = 1 - gather(x, 1, safe).unsqueeze(2) + x.unsqueeze(1)                  # (N, J, C)
     keep = (z > 0) & valid.unsqueeze(2) & (~is_target).unsqueeze(1)
     loss = where(keep, z, 0.0).sum((1, 2)) / c
-    return _reduce(loss.reshape(()) if single else loss, reduction)
+    return _reduce(loss if target.ndim == 2 else loss.reshape(()), reduction)
 
 
 def _gaussian_error(message):

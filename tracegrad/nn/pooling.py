@@ -1,4 +1,5 @@
-"""Pooling layers: ``MaxPool1d/2d/3d``, ``AvgPool1d/2d/3d`` and the adaptive pools.
+"""Pooling layers: ``MaxPool1d/2d/3d``, ``AvgPool1d/2d/3d``, the adaptive pools and
+``FractionalMaxPool2d/3d``.
 
 Each keeps its arguments as PyTorch's module does (so ``extra_repr`` prints the same)
 and calls its ``nn.functional`` form.
@@ -200,3 +201,46 @@ class LPPool2d(_LPPoolNd):
 
 class LPPool3d(_LPPoolNd):
     _fn = staticmethod(F.lp_pool3d)
+
+
+def _tuple_of(v, n):
+    return tuple(v) if isinstance(v, (tuple, list)) else (v,) * n
+
+
+class _FractionalMaxPoolNd(Module):
+    """Fractional max pooling (``F.fractional_max_pool2d/3d``); ``_random_samples``, when
+    given, is a buffer that fixes the pooling regions."""
+
+    def __init__(self, kernel_size, output_size=None, output_ratio=None, return_indices=False,
+                 _random_samples=None):
+        super().__init__()
+        n, name = self._nd, type(self).__name__
+        if n == 3 and ((isinstance(kernel_size, int) and kernel_size <= 0) or (
+                isinstance(kernel_size, (tuple, list)) and not all(k > 0 for k in kernel_size))):
+            raise ValueError(f"kernel_size must be greater than 0, but got {kernel_size}")
+        self.kernel_size = _tuple_of(kernel_size, n)
+        self.return_indices = return_indices
+        self.register_buffer("_random_samples", _random_samples)
+        self.output_size = _tuple_of(output_size, n) if output_size is not None else None
+        self.output_ratio = _tuple_of(output_ratio, n) if output_ratio is not None else None
+        if output_size is None and output_ratio is None:
+            raise ValueError(f"{name} requires specifying either an output size, or a pooling "
+                             f"ratio")
+        if output_size is not None and output_ratio is not None:
+            raise ValueError("only one of output_size and output_ratio may be specified")
+        if self.output_ratio is not None and not all(0 < r < 1 for r in self.output_ratio[:n]):
+            raise ValueError(f"output_ratio must be between 0 and 1 (got {output_ratio})")
+
+    def forward(self, input):
+        return self._fn(input, self.kernel_size, self.output_size, self.output_ratio,
+                        self.return_indices, _random_samples=self._random_samples)
+
+
+class FractionalMaxPool2d(_FractionalMaxPoolNd):
+    _nd = 2
+    _fn = staticmethod(F.fractional_max_pool2d)
+
+
+class FractionalMaxPool3d(_FractionalMaxPoolNd):
+    _nd = 3
+    _fn = staticmethod(F.fractional_max_pool3d)

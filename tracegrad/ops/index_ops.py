@@ -342,8 +342,12 @@ def _copy_(self, src, non_blocking=False):
 
 @method
 def gather(input, dim, index):
-    if input.ndim == 0 and index.ndim == 0:     # a 0-d tensor is one element along dim 0
-        return gather(input.reshape(1), dim, index.reshape(1)).reshape(())
+    if 0 in index.shape:    # PyTorch checks only dim of an empty index, not its dtype or rank
+        norm_dim(dim, input.ndim)
+        return input.reshape(-1)[:0].reshape(index.shape)   # empty, still in input's graph
+    if max(input.ndim, index.ndim) <= 1 and min(input.ndim, index.ndim) == 0:
+        # a 0-d tensor counts as 1-d here (PyTorch's ensure_nonempty_dim)
+        return gather(input.reshape(-1), dim, index.reshape(-1)).reshape(index.shape)
     return bind(gather_p, input, index, dim=norm_dim(dim, input.ndim))
 
 

@@ -143,13 +143,48 @@ for _mode, _stem in (("reflect", "Reflection"), ("replicate", "Replication")):
             f"{_stem}Pad{_nd}DBackwardBackward0")
 
 
+def _replicate_crop(input, pad):
+    """``(crop, pad)`` for a replication pad with a negative width: PyTorch's kernel reads
+    ``x[clamp(j - low, 0, n - 1)]`` for output ``j``, so a crop past the far end still
+    replicates the last element (``(-5, 3)`` on ``[a, b, c, d]`` is ``[d, d]``). ``crop``
+    keeps the elements read (non-positive widths, a ``constant_pad_nd``) and ``pad`` is the
+    non-negative replication of them."""
+    lead = input.ndim - len(pad)
+    shape = tuple(input.shape[:lead]) + tuple(
+        n + lo + hi for (lo, hi), n in zip(pad, input.shape[lead:]))
+    if len(pad) == 1 and shape[-1] <= 0:
+        raise op_error("pad", f"input (W: {input.shape[-1]}) is too small. Calculated output "
+                              f"W: {shape[-1]}")
+    if min(shape) < 0:          # PyTorch's 2-d and 3-d pads allow an empty output
+        raise op_error("pad", f"Trying to create tensor with negative dimension {min(shape)}: "
+                              f"{list(shape)}")
+    crop, widths = [], []
+    for (lo, hi), n, out in zip(pad, input.shape[lead:], shape[lead:]):
+        if out == 0:
+            crop.append((-n, 0))
+            widths.append((0, 0))
+            continue
+        first, last = min(max(-lo, 0), n - 1), min(max(n + hi - 1, 0), n - 1)   # read
+        kept = last - first + 1
+        low = min(max(lo, 0), out - kept)
+        crop.append((-first, last + 1 - n))
+        widths.append((low, out - kept - low))
+    return tuple(crop), tuple(widths)
+
+
 def pad_nd(input, pad, mode="constant", value=0.0):
-    """``input`` padded in its trailing ``len(pad)`` dims (``pad``: ``(low, high)`` pairs)."""
+    """``input`` padded in its trailing ``len(pad)`` dims (``pad``: ``(low, high)`` pairs);
+    a negative width crops in the constant and the replication pads."""
     pad = tuple(tuple(int(v) for v in p) for p in pad)
     if mode == "constant":
         return constant_pad_nd(input, pad, value)
     if mode not in _NP_MODES:
         raise op_error("pad", f"Unrecognised padding mode {mode}", NotImplementedError)
+    if mode == "replicate" and any(w < 0 for p in pad for w in p):
+        crop, pad = _replicate_crop(input, pad)
+        input = constant_pad_nd(input, crop)
+        if 0 in input.shape:    # an empty output: its shape is all there is to it
+            return constant_pad_nd(input, pad)
     prim = PAD_PRIMITIVES[mode, None if mode == "circular" else len(pad)]
     return bind(prim, input, pad=pad)
 

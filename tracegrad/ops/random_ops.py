@@ -7,6 +7,7 @@ import math
 from .. import dtypes
 from .._hooks import state as _hook_state
 from ..device import xp_of
+from ..layouts import check_layout
 from ..tensor import Tensor
 from .core import op_error
 from .declare import method
@@ -34,11 +35,12 @@ def _bernoulli_(self, p=0.5, *, generator=None):
     return self.copy_(bernoulli(self, p, generator=generator))
 
 
-def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None,
-           requires_grad=False):
+def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, layout=None,
+           device=None, requires_grad=False):
     """Samples of N(mean, std**2). Tensor ``mean``/``std`` broadcast; their gradient is
     zero, as in PyTorch (a sample is not reparametrised)."""
     from ..creation import randn
+    check_layout("normal", layout)
     tensors = [t for t in (mean, std) if isinstance(t, Tensor)]
     if not tensors:
         if size is None:

@@ -17,7 +17,9 @@ Contract (PyTorch 2.x's):
   warns as PyTorch does (the first value of the schedule would be skipped).
 - ``ReduceLROnPlateau`` takes no initial step and steps on a metric: ``step(metrics)``.
 """
+from bisect import bisect_right  # noqa: F401 - PyTorch's module re-exports both
 
+from ..optimizer import Optimizer  # noqa: F401
 from .base import LRScheduler, _LRScheduler  # noqa: F401 - _LRScheduler: PyTorch's old name
 from .cycles import ChainedScheduler, CosineAnnealingWarmRestarts, OneCycleLR, SequentialLR
 from .cyclic import CyclicLR
