@@ -79,6 +79,28 @@ ADAPTERS = {
         tg.special.polygamma(n, x, **kwargs)),
 }
 
+
+def _fractional_max_pool(nd):
+    """F.fractional_max_pool{nd}d given the pooling samples PyTorch's OpInfo draws: its op is
+    wrapped in ``wrapper_set_seed`` (seed 42), so without ``_random_samples`` torch pools over
+    windows from ``torch.rand(N, C, nd)`` under that seed, which tracegrad's generator cannot
+    reproduce; the same samples make the same windows."""
+    def call(x, *args, **kwargs):
+        if kwargs.get("_random_samples") is None:
+            from torch.testing._utils import freeze_rng_state
+            with freeze_rng_state():
+                torch().manual_seed(42)
+                n = 1 if x.dim() == nd + 1 else x.size(0)
+                u = torch().rand(n, x.size(-nd - 1), nd,
+                                 dtype=getattr(torch(), str(x.dtype).split(".")[-1]))
+            kwargs["_random_samples"] = tg.tensor(u.numpy())
+        return getattr(tg.nn.functional, f"fractional_max_pool{nd}d")(x, *args, **kwargs)
+    return call
+
+
+ADAPTERS.update({f"nn.functional.fractional_max_pool{nd}d": _fractional_max_pool(nd)
+                 for nd in (2, 3)})
+
 # float32 (rtol, atol) per entry where the op's arithmetic amplifies rounding beyond
 # atol 1e-5; every other entry passes at rtol 1e-5, atol 1e-5. A conv3d output sums 64
 # products of terms up to ~10**2, an attention output a softmax-weighted sum of values up

@@ -181,3 +181,108 @@ def test_boolean_dispatch_and_assert_int_or_pair():
         F.assert_int_or_pair((1, 2), "k", "{} bad")
         with pytest.raises(AssertionError, match="k bad"):
             F.assert_int_or_pair((1, 2, 3), "k", "{} bad")
+
+
+# The OpInfo sweep's failures (fractional_max_pool2d samples 7, 8, 10, ...; 3d sample 1, ...):
+# the OpInfo's op is ``wrapper_set_seed(F.fractional_max_poolNd, ...)``, so PyTorch draws
+# ``_random_samples`` itself with ``torch.manual_seed(42); torch.rand(N, C, nd)``, while
+# tracegrad draws its own from its generator: the windows differ wherever they depend on the
+# samples (alpha = (L - k) / (o - 1) not an integer). Given the samples PyTorch draws,
+# tracegrad's windows are PyTorch's on every sample; and an empty batch (3d's last case)
+# reshaped with -1 raised.
+
+def _torch_draw(x, nd):
+    """The ``_random_samples`` F.fractional_max_poolNd draws under wrapper_set_seed."""
+    from torch.testing._utils import freeze_rng_state
+    with freeze_rng_state():
+        torch.manual_seed(42)
+        n = 1 if x.dim() == nd + 1 else x.size(0)
+        return torch.rand(n, x.size(-nd - 1), nd, dtype=x.dtype)
+
+
+def _as_seeded_torch(nd, x, args, kwargs, dtype):
+    """values, indices and the input's gradient for a fixed cotangent, from PyTorch's op as
+    the OpInfo calls it (drawing its samples) and from tracegrad given those samples."""
+    from torch.testing._utils import wrapper_set_seed
+    tf, gf = getattr(TF, f"fractional_max_pool{nd}d"), getattr(GF, f"fractional_max_pool{nd}d")
+    kwargs = dict(kwargs, return_indices=True)
+    tx = torch.tensor(x, dtype=dtype, requires_grad=True)
+    tv, ti = wrapper_set_seed(tf, tx, *args, **kwargs)
+    gkw = dict(kwargs)
+    if gkw.get("_random_samples") is None:
+        gkw["_random_samples"] = tg.tensor(_torch_draw(tx, nd).numpy())
+    else:
+        gkw["_random_samples"] = tg.tensor(gkw["_random_samples"].numpy())
+    gx = tg.tensor(x, dtype=getattr(tg, str(dtype).split(".")[-1]), requires_grad=True)
+    gv, gi = gf(gx, *args, **gkw)
+    np.testing.assert_array_equal(gi.numpy(), ti.numpy())
+    np.testing.assert_array_equal(gv.detach().numpy(), tv.detach().numpy())
+    w = np.random.default_rng(0).standard_normal(tuple(tv.shape))
+    if tv.numel():
+        (tv * torch.tensor(w, dtype=dtype)).sum().backward()
+        (gv * tg.tensor(w, dtype=gv.dtype)).sum().backward()
+        np.testing.assert_array_equal(gx.grad.numpy(), tx.grad.numpy())
+    return gv, gi
+
+
+SWEEP_CASES = [     # the sweep's first failing sample of each entry, and the empty batch
+    (2, (1, 3, 9, 9), ((4, 4),), {"output_size": (2, 3)}),         # 2d sample 7
+    (2, (1, 3, 9, 9), ((4, 4),), {"output_ratio": (0.5, 0.5)}),    # 2d sample 8
+    (2, (3, 9, 9), (3,), {"output_ratio": (0.5, 0.5)}),            # unbatched
+    (3, (2, 3, 5, 5, 5), ((2, 2, 2),), {"output_size": (2, 3, 2)}),  # 3d sample 1
+    (3, (1, 2, 6, 5, 4), (2,), {"output_ratio": (0.5, 0.5, 0.5)}),   # 3d sample 10
+    (3, (0, 1, 4, 5, 4), ((2, 2, 1),), {"output_size": (2, 3, 2)}),  # 3d: empty batch
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("case", SWEEP_CASES)
+def test_opinfo_sweep_cases_given_the_samples_torch_draws(case, dtype):
+    nd, shape, args, kwargs = case
+    x = np.random.default_rng(len(shape)).uniform(-9, 9, shape)
+    gv, gi = _as_seeded_torch(nd, x, args, kwargs, dtype)
+    if shape[0] == 0:
+        assert tuple(gv.shape) == tuple(gi.shape) == (0, 1, 2, 3, 2)
+
+
+def test_windows_depend_on_the_samples_in_the_sweeps_cases():
+    """Why the sweep saw differences: with alpha = 5/2 the middle window's start moves with
+    the sample (PyTorch's seed-42 draw against another), so only equal samples compare."""
+    from tracegrad.nn.functional_fractional import _starts
+    assert _starts(np, np.float32([0.0]), 9, 4, 3).tolist() == [[0, 2, 5]]
+    assert _starts(np, np.float32([0.3]), 9, 4, 3).tolist() == [[0, 3, 5]]
+    tg.manual_seed(3)       # tracegrad's own draw: its generator's, reproducible by its seed
+    x = tg.tensor(np.random.default_rng(1).standard_normal((1, 3, 9, 9)))
+    a = GF.fractional_max_pool2d(x, 4, output_size=(2, 3), return_indices=True)[1]
+    tg.manual_seed(3)
+    b = GF.fractional_max_pool2d(x, 4, output_size=(2, 3), return_indices=True)[1]
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_empty_batch_gradient():
+    for nd, shape in ((2, (0, 2, 6, 6)), (3, (0, 1, 4, 5, 4))):
+        gf = getattr(GF, f"fractional_max_pool{nd}d")
+        x = tg.zeros(*shape, requires_grad=True)
+        y = gf(x, 2, output_size=2, _random_samples=tg.rand(0, shape[1], nd))
+        assert tuple(y.shape) == shape[:2] + (2,) * nd
+        y.sum().backward()
+        assert tuple(x.grad.shape) == shape
+
+
+@pytest.mark.parametrize("nd", [2, 3])
+def test_every_opinfo_sample_given_the_samples_torch_draws(nd):
+    pytest.importorskip("expecttest")
+    from torch.testing._internal.common_methods_invocations import op_db
+    opinfo = next(o for o in op_db if o.name == f"nn.functional.fractional_max_pool{nd}d")
+    checked = 0
+    for dtype in (torch.float32, torch.float64):
+        torch.manual_seed(0)
+        for s in opinfo.sample_inputs(device="cpu", dtype=dtype):
+            try:
+                opinfo.op(s.input, *s.args, **s.kwargs)
+            except RuntimeError:
+                continue        # a sample PyTorch rejects
+            kwargs = {k: v for k, v in s.kwargs.items() if k != "return_indices"}
+            _as_seeded_torch(nd, s.input.numpy(), s.args, kwargs, dtype)
+            checked += 1
+    assert checked > 60

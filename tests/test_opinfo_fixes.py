@@ -300,3 +300,16 @@ def test_gradient_of_coordinate_tensors_compiles_and_matches_torch(edge_order):
                          _tg(f), *[_tg(c) for c in coords])
     for g, w in zip(compiled, want):
         np.testing.assert_allclose(g.numpy(), w.detach().numpy(), **tol)
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+def test_max_pool_of_an_empty_batch_as_torch(nd):
+    """A batch of 0 pools to a batch of 0, and backward gives a gradient of 0 elements (a
+    reshape with -1 cannot size an empty array; the pools' gather and scatter once used one)."""
+    shape = (0, 1) + (4, 5, 4)[:nd]
+    want = getattr(torch.nn.functional, f"max_pool{nd}d")(torch.randn(shape), 2)
+    x = tg.randn(shape, requires_grad=True)
+    got = getattr(tg.nn.functional, f"max_pool{nd}d")(x, 2)
+    assert tuple(got.shape) == tuple(want.shape)
+    got.sum().backward()
+    assert tuple(x.grad.shape) == shape

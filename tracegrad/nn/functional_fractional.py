@@ -15,7 +15,14 @@ samples give PyTorch's windows. The max of each k-window is found by ``fractiona
 (PyTorch's scan order: a larger value or a NaN replaces the best; an all ``-inf`` window
 keeps its first element), a loop over the kernel's taps vectorised over every window; the
 values are a gather of the plane at those flat indices, whose VJP scatters (adds) the
-gradient to them, as max pooling's does (``ops/pool.py``'s gather pair).
+gradient to them, as max pooling's does (``ops/pool.py``'s gather pair, here with reshapes
+that also hold for an empty batch).
+
+Without ``_random_samples`` the samples come from tracegrad's generator (``manual_seed``), not
+PyTorch's: the windows then match PyTorch's only where they do not depend on the samples
+(``alpha`` an integer, or ``o <= 2``). PyTorch's OpInfo calls the op under
+``wrapper_set_seed`` (``torch.manual_seed(42)``): to compare, pass the samples PyTorch draws
+there, ``torch.rand(N, C, nd, dtype=input.dtype)`` after ``torch.manual_seed(42)``.
 """
 import itertools
 import math
@@ -24,7 +31,7 @@ import numpy as np
 
 from .. import dtypes
 from ..ops.core import Primitive, bind, op_error
-from ..ops.pool import _gather_pair
+from ..ops.pool import _add_at
 
 
 def _starts(xp, u, L, k, out):
@@ -55,7 +62,7 @@ def _fractional_argmax(xp, x, samples, kernel, output):
         s = _starts(xp, u[..., order[i]], spatial[i], kernel[i], output[i])   # (N, C, o_i)
         shape = s.shape[:2] + tuple(output[j] if j == i else 1 for j in range(nd))
         starts.append(s.reshape(shape))
-    flat = x.reshape(x.shape[:2] + (-1,))
+    flat = x.reshape(x.shape[:2] + (math.prod(spatial),))     # -1 fails on an empty batch
     first = sum(s * p for s, p in zip(starts, plane))
     out_shape = x.shape[:2] + tuple(output)
     best_idx = xp.broadcast_to(first, out_shape).copy()
@@ -64,8 +71,8 @@ def _fractional_argmax(xp, x, samples, kernel, output):
     for taps in itertools.product(*(range(k) for k in kernel)):
         idx = first + sum(t * p for t, p in zip(taps, plane))
         idx = xp.broadcast_to(idx, out_shape)
-        cand = xp.take_along_axis(flat, idx.reshape(out_shape[:2] + (-1,)), -1).reshape(
-            out_shape)
+        cand = xp.take_along_axis(flat, idx.reshape(out_shape[:2] + (math.prod(output),)),
+                                  -1).reshape(out_shape)
         take = cand > best
         if x.dtype.kind == "f":
             take |= xp.isnan(cand)      # PyTorch's rule: a NaN is the max (the last one)
@@ -78,6 +85,44 @@ fractional_argmax_p = Primitive(
     "fractional_argmax", _fractional_argmax, args=("self", "samples"),
     dtype=lambda x, s, kernel, output: dtypes.int64,
     shape=lambda s, ss, kernel, output: tuple(s[:2]) + tuple(output))
+
+
+def _planes(a, nd):
+    """``a`` as (*lead, plane): the trailing ``nd`` dims flattened, by their size (a ``-1``
+    cannot be inferred when ``lead`` holds a 0, an empty batch)."""
+    return a.reshape(a.shape[:a.ndim - nd] + (math.prod(a.shape[a.ndim - nd:]),))
+
+
+def _gather_impl(xp, x, indices, nd):
+    return xp.take_along_axis(_planes(x, nd), _planes(indices, nd), axis=-1).reshape(
+        indices.shape)
+
+
+def _scatter_impl(xp, g, indices, nd, shape):
+    out = xp.zeros(tuple(shape), dtype=g.dtype)
+    flat = _planes(out, nd)                     # a view of out
+    rows = math.prod(flat.shape[:-1])
+    planes = flat.reshape(rows, flat.shape[-1])
+    idx = _planes(indices, nd).reshape(rows, -1 if rows else 0)
+    _add_at(xp, planes, (xp.arange(rows, dtype=np.int64)[:, None], idx), g.reshape(idx.shape))
+    return out
+
+
+def _gather_pair(name, node):
+    """Values at flat per-plane indices (the max), and the scatter (add) that is its VJP;
+    ``ops/pool.py``'s pair, whose reshapes also hold for an empty batch."""
+    fwd = Primitive(
+        name, _gather_impl, args=("self", "indices"), saves=("indices",),
+        dtype=lambda x, i, nd: x.dtype, shape=lambda s, i, nd: tuple(i),
+        vjp=(lambda g, x, indices, out, nd: bind(bwd, g, indices, nd=nd, shape=x.shape), None),
+        node=node)
+    bwd = Primitive(
+        name + "_backward", _scatter_impl, args=("grad", "indices"), saves=("indices",),
+        dtype=lambda g, i, nd, shape: g.dtype, shape=lambda s, i, nd, shape: tuple(shape),
+        vjp=(lambda g, gout, indices, out, nd, shape: bind(fwd, g, indices, nd=nd), None),
+        node=node.replace("Backward0", "BackwardBackward0"))
+    return fwd
+
 
 fractional_max_pool2d_p = _gather_pair("fractional_max_pool2d", "FractionalMaxPool2DBackward0")
 fractional_max_pool3d_p = _gather_pair("fractional_max_pool3d", "FractionalMaxPool3DBackward0")

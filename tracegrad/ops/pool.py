@@ -342,7 +342,8 @@ pool_argmax_p = Primitive(
 
 
 def _flat(a, nd):
-    return a.reshape(a.shape[:a.ndim - nd] + (-1,))
+    lead = a.shape[:a.ndim - nd]
+    return a.reshape(lead + (math.prod(a.shape[a.ndim - nd:]),))     # (-1: none when empty)
 
 
 def _gather_impl(xp, x, indices, nd):
@@ -355,7 +356,8 @@ def _scatter_impl(xp, g, indices, nd, shape):
     rows = math.prod(lead)
     out = xp.zeros(rows * plane, dtype=g.dtype)
     offsets = xp.arange(rows, dtype=np.int64)[:, None] * plane
-    _add_at(xp, out, (_flat(indices, nd).reshape(rows, -1) + offsets).ravel(), g.ravel())
+    per_row = math.prod(indices.shape[indices.ndim - nd:])
+    _add_at(xp, out, (_flat(indices, nd).reshape(rows, per_row) + offsets).ravel(), g.ravel())
     return out.reshape(shape)
 
 
