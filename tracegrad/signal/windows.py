@@ -1,0 +1,2 @@
+"""PyTorch's ``torch.signal.windows``."""
+__all__ = []
