@@ -261,12 +261,15 @@ class _Writer:
         """What each inner loop does: ``self.loops[q] = (reductions, writes, needed)``, and
         ``self.stored``: point values a later loop of the same row needs that cost more to
         compute again than to keep, each kept in a per-thread row buffer by the first loop
-        that computes it (W4's backward keeps the gelu gradient it needs twice)."""
+        that computes it (W4's backward keeps the gelu gradient it needs twice), and
+        ``self.read_back``: those an earlier loop wrote to an output, read from there (the
+        thread that wrote a point reads it: no barrier)."""
         k, ops = self.k, {op.name: op for op in self.k.body}
+        self.read_back = {}     # point values an earlier loop wrote to an output: read there
         self.phases = max([self.phase[op.name] for op in k.body if self.level[op.name] == "point"]
                           + [self.acc_phase.get(op.name, 0) for op in k.body
                              if isinstance(op, Reduce)] + [0])
-        self.loops, self.stored, computed = {}, {}, {}
+        self.loops, self.stored, computed, written = {}, {}, {}, {}
         # kept, not computed again, whatever the row's length: a transcendental's vector and
         # scalar forms differ in the last bit, so a value computed twice may not equal
         # itself (and amax's == against it would fail)
@@ -279,17 +282,29 @@ class _Writer:
             if not reds and not writes:
                 continue
             targets = [r.args[0] for r in reds] + [w.name for w in writes]
-            need = self.closure(targets, ops, self.stored)
-            while keep:
-                v = next((v for v in reversed(need) if v in ops and v in computed
-                          and v not in self.stored
-                          and self.cost(v, ops, self.stored) >= STORE_COST), None)
+            stop = {**self.stored, **self.read_back}
+            need = self.closure(targets, ops, stop)
+            # an output an earlier loop wrote is read back, not computed again (softmax's
+            # exp: the sum's loop writes it, the division's loop reads it)
+            while True:
+                v = next((v for v in reversed(need) if v in written and v not in stop
+                          and self.cost(v, ops, stop) > 1), None)
                 if v is None:
                     break
-                self.stored[v] = computed[v]
-                need = self.closure(targets, ops, self.stored)
+                self.read_back[v] = written[v]
+                stop[v] = written[v]
+                need = self.closure(targets, ops, stop)
+            while keep:
+                v = next((v for v in reversed(need) if v in ops and v in computed
+                          and v not in stop and self.cost(v, ops, stop) >= STORE_COST), None)
+                if v is None:
+                    break
+                self.stored[v] = stop[v] = computed[v]
+                need = self.closure(targets, ops, stop)
             for v in need:
                 computed.setdefault(v, q)
+            for w in writes:
+                written.setdefault(w.name, q)
             self.loops[q] = (reds, writes, need)
 
     def cost(self, name, ops, stop):
@@ -415,7 +430,8 @@ class _Writer:
             return
         reds, writes, need = self.loops[q]
         for name in need:       # per-row inputs the loop reads: once a row, before it
-            if name in self.stored and self.stored[name] != q:
+            if name in self.stored and self.stored[name] != q \
+                    or self.read_back.get(name, q) != q:
                 continue
             for a in ops[name].operands() if name in ops else ():
                 if self.level[a] == "row":
@@ -461,6 +477,10 @@ class _Writer:
         prev, lang = None, self.lang
         for name in need:
             op = ops.get(name)
+            if self.read_back.get(name, q) != q:    # an output an earlier loop wrote
+                self.emit(f"const {lang.ctype(op.dtype)} {self.c(name)} = "
+                          f"{self.c(name)}_[{self.index(name)}];")
+                continue
             if name in self.stored and self.stored[name] != q:     # kept by an earlier loop
                 self.emit(f"const {lang.ctype(op.dtype)} {self.c(name)} = "
                           f"{self.c(name)}_row[j];")

@@ -243,6 +243,8 @@ class _CudaWriter(_Writer):
             return
         reds, writes, need = self.loops[q]
         for name in need:       # per-row inputs the loop reads: once a row, before it
+            if self.read_back.get(name, q) != q:
+                continue
             for a in ops[name].operands() if name in ops else ():
                 if self.level[a] == "row":
                     self.arg(a)

@@ -387,3 +387,26 @@ def test_amax_over_a_size_one_axis_and_mixed_tiers_give_eagers_gradients():
             # a tanh, an exp, products and sums over at most 5: about 16 roundings apart
             np.testing.assert_allclose(a.grad.numpy(), w.grad.numpy(),
                                        **close("float64", n_ops=16, scale=4))
+
+
+def test_a_row_loop_reads_back_what_an_earlier_loop_wrote():
+    """Softmax over rows: the sum's loop computes exp and writes it (an output the backward
+    saves), so the division's loop reads it back instead of computing exp again; on the C
+    tier and the CUDA tier alike (one exp per element, not two)."""
+    from tracegrad.codegen import cuda
+    from tracegrad.codegen.numpy import site_comment
+
+    def f(x):
+        return tg.softmax(x * 2.0, -1)
+
+    x = tg.randn(6, 40, requires_grad=True)
+    c, out = _compiled(f, "c", x, grad=True)
+    np.testing.assert_allclose(out.detach().numpy(), tg.softmax(x * 2.0, -1).detach().numpy(),
+                               rtol=1e-6, atol=1e-7)
+    v = c._last
+    row = next(k for k in v.kernel_ir if "exp" in k.op_names())
+    c_src = v.c_source[v.c_source.index(f"void {row.name}("):]
+    c_src = c_src[:c_src.index("\n}\n")]
+    cuda_src, _ = cuda.CUDA().render(row, site_comment)
+    for src in (c_src, cuda_src):
+        assert src.count("exp(") + src.count("expf(") == 1, src
