@@ -39,6 +39,7 @@ SAMPLE_CAP = {"forward": None, "grad": None, "compiled": 16}
 VALUES_UNDEFINED = {
     "bernoulli", "normal", "rand_like", "randn", "randn_like", "randint_like", "randint",
     "multinomial", "empty", "empty_like", "new_empty", "empty_permuted", "new_empty_strided",
+    "empty_strided",
     "nn.functional.dropout", "nn.functional.dropout2d", "nn.functional.dropout3d",
     "nn.functional.feature_alpha_dropout", "nn.functional.alpha_dropout", "uniform",
     "exponential", "cauchy", "geometric", "log_normal",
@@ -77,7 +78,18 @@ ADAPTERS = {
        for n in range(5)},
     "special.polygamma[special_polygamma_n_0]": lambda x, n, **kwargs: (
         tg.special.polygamma(n, x, **kwargs)),
+    # torch.ops.aten.slice.Tensor(self, dim, start, end, step): a view, as slice_copy's
+    "slice": lambda x, *args, **kwargs: tg.torch_functions.slice_view(x, *args, **kwargs),
+    # the random in-place methods, called (under a seed) on the sample's input
+    **{name: (lambda method: lambda inp, *args, **kwargs: getattr(inp.clone(), method)(
+        *args, **kwargs))(f"{name}_")
+       for name in ("uniform", "exponential", "cauchy", "geometric", "log_normal")},
 }
+
+# Adapted entries whose OpInfo name is no function or method in PyTorch either (aten's
+# ``slice``; ``uniform`` and the other random fills are ``Tensor.uniform_``...): present
+# through their adapter alone.
+UNNAMED = {"slice", "uniform", "exponential", "cauchy", "geometric", "log_normal"}
 
 
 def _fractional_max_pool(nd):
@@ -165,7 +177,7 @@ def entry_id(opinfo):
 
 def tracegrad_op(opinfo):
     """The callable that mirrors ``opinfo.op`` in tracegrad, or None (absent)."""
-    if resolve(opinfo.name) is None:
+    if resolve(opinfo.name) is None and entry_id(opinfo) not in UNNAMED:
         return None
     return ADAPTERS.get(entry_id(opinfo), resolve(opinfo.name))
 

@@ -254,6 +254,31 @@ def empty(*size, dtype=None, layout=None, device=None, requires_grad=False, out=
     return _filled(0, size, dtype, device, requires_grad)
 
 
+def empty_strided(size, stride, *, dtype=None, layout=None, device=None, requires_grad=False,
+                  pin_memory=False):
+    """An (initialised to zero) tensor of ``size`` whose ``stride()`` is ``stride`` where that
+    is a dense layout (a permutation of the dims); tracegrad's arrays are NumPy's, which cannot
+    leave gaps or overlap, so any other ``stride`` gives a contiguous tensor."""
+    check_layout("empty_strided", layout)
+    size, stride = _size(size), tuple(int(s) for s in stride)
+    if len(size) != len(stride):
+        raise RuntimeError(f"empty_strided: dimensionality of sizes ({len(size)}) must match "
+                           f"dimensionality of strides ({len(stride)})")
+    order = sorted(range(len(size)), key=lambda d: -stride[d])     # outermost dim first
+    dense, step = [0] * len(size), 1
+    for d in reversed(order):
+        dense[d] = step
+        step *= size[d]
+    if tuple(dense) != stride or _hooks.tracer is not None:
+        return empty(size, dtype=dtype, device=device, requires_grad=requires_grad)
+    dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
+    dev = device_or_default(device)
+    with on_device(dev):
+        array = xp_for(dev).zeros([size[d] for d in order], dtype=dt.np)
+    array = array.transpose([order.index(d) for d in range(len(size))])
+    return _finish(array, None, device, requires_grad)
+
+
 def full(size, fill_value, *, dtype=None, layout=None, device=None, requires_grad=False):
     check_layout("full", layout)
     if dtype is None:

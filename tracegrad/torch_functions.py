@@ -382,6 +382,10 @@ def exports():
                  "set_num_interop_threads", "is_inference", "mvlgamma", "igamma", "igammac",
                  "nuclear_norm", "frobenius_norm", "gradient"):
         table[name] = globals()[name]
+    from .creation import empty_strided
+    from .ops.fill_scatter import index_reduce, put, scatter_reduce
+    table.update(scatter_reduce=scatter_reduce, index_reduce=index_reduce, put=put,
+                 empty_strided=empty_strided)
     from .linalg_ldl import _LEGACY as householder      # torch.orgqr, torch.ormqr, torch.geqrf
     table.update(householder)
     return table

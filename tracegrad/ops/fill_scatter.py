@@ -1,18 +1,21 @@
-"""``index_fill``/``scatter`` (with their in-place forms) and ``tril_indices``/``triu_indices``.
+"""``index_fill``/``scatter``/``scatter_reduce``/``index_reduce`` (with their in-place forms)
+and ``tril_indices``/``triu_indices``.
 
 Both fills are compositions: a boolean mask of the written places (built from ``index``, so
 it compiles without reading data) picks the new values with ``where``, and the ``_`` forms
 ``copy_`` the result in, which bumps the version counter as every in-place op does.
+``scatter_reduce`` is a primitive (NumPy's ``ufunc.at``) and ``index_reduce`` a use of it.
 """
 import numpy as np
 
 from .. import dtypes
 from .._hooks import state as _hook_state
 from ..tensor import Tensor
-from .core import op_error
+from .core import Primitive, bind, op_error
 from .declare import method
-from .elementwise import where
-from .index_ops import scatter_add
+from .elementwise import clone, where
+from .index_ops import gather, scatter_add
+from .pointwise_more import torch_name, write_result
 from .rules import norm_dim
 
 
@@ -118,4 +121,238 @@ def triu_indices(row, col, offset=0, *, dtype=None, device=None, layout=None):
     return _indices(np.triu_indices, row, col, offset, dtype, device)
 
 
-__all__ = ["index_fill", "scatter", "tril_indices", "triu_indices"]
+
+
+# scatter_reduce, index_reduce -------------------------------------------------------------
+# One primitive: ``src`` reduced into ``self`` at ``index`` along ``dim`` by a ufunc's
+# ``at`` (repeats combine, in place, without a Python loop). ``index_reduce`` is the same
+# write with its index vector broadcast to the source's shape. The gradient is PyTorch's
+# ``scatter_reduce_backward``: prod divides by the value left out (a lone zero's gradient is
+# the product of the others, computed again without it), amax/amin split the gradient evenly
+# among the values equal to the result, and include_self=False gives self no gradient where
+# something was scattered.
+
+_REDUCES = ("sum", "prod", "mean", "amax", "amin")
+_UFUNCS = {"sum": "add", "prod": "multiply", "mean": "add", "amax": "maximum",
+           "amin": "minimum"}
+
+
+def _identity(reduce, dtype):
+    """The value a place starts from when ``include_self`` is False."""
+    if reduce in ("sum", "mean", "prod"):
+        return int(reduce == "prod")
+    if np.issubdtype(dtype, np.inexact):
+        return -np.inf if reduce == "amax" else np.inf
+    if dtype == np.bool_:
+        return reduce == "amin"
+    return np.iinfo(dtype).min if reduce == "amax" else np.iinfo(dtype).max
+
+
+def _scatter_reduce_impl(xp, x, index, src, dim, reduce, include_self):
+    from ..device import recording
+    from .index_ops import _gather_key
+    if index.size and not recording(xp):     # (a host read: see recording)
+        lim = x.shape[dim]
+        bad = index[(index < 0) | (index >= lim)]
+        if bad.size:
+            raise RuntimeError(f"index {int(bad[0])} is out of bounds for dimension {dim} with "
+                               f"size {lim}")
+    key = _gather_key(xp, index, dim)
+    out = x.copy()
+    if not include_self:
+        out[key] = _identity(reduce, x.dtype)
+    _reduce_at(xp, out, key, src, reduce)
+    if reduce == "mean":
+        count = xp.full(x.shape, 1 if include_self else 0, dtype="int64")
+        _reduce_at(xp, count, key, 1, "sum")
+        count[count == 0] = 1
+        out = out / count if np.issubdtype(x.dtype, np.inexact) else out // count   # floor
+        out = out.astype(x.dtype, copy=False)
+    return out
+
+
+def _reduce_at(xp, out, key, src, reduce):
+    """``out[key] = reduce(out[key], src)`` in place, repeated places combining."""
+    if xp is np:
+        getattr(np, _UFUNCS[reduce]).at(out, key, src)
+        return
+    import cupyx
+    fn = {"sum": cupyx.scatter_add, "mean": cupyx.scatter_add, "amax": cupyx.scatter_max,
+          "amin": cupyx.scatter_min}.get(reduce)
+    if fn is None:      # no multiplying scatter in CuPy: the product on the host
+        host = xp.asnumpy(out)
+        np.multiply.at(host, tuple(xp.asnumpy(k) for k in key), xp.asnumpy(src))
+        out[...] = xp.asarray(host)
+    else:
+        fn(out, key, src)
+
+
+def _scatter_reduce_vjp(g, x, i, s, out, dim, reduce, include_self):
+    from ..creation import ones, zeros
+    d = dict(dim=dim, reduce=reduce, include_self=include_self)
+    if reduce == "sum":
+        gx, gs = g, gather(g, dim, i)
+    elif reduce == "prod":
+        mx = where(x == 0, 1.0, x)
+        gx = g * bind(scatter_reduce_p, mx, i, s, **d) / mx
+        szero = s == 0
+        nzero = gather(scatter_add(zeros(x.shape, dtype=g.dtype, device=g.device), dim, i,
+                                   szero.to(g.dtype)), dim, i)
+        single = szero & (nzero == 1)
+        left_out = bind(scatter_reduce_p, x, i, where(single, 1.0, s), **d)
+        gs = where(single, gather(g * left_out, dim, i),
+                   gather(g * out, dim, i) / where(szero, 1.0, s))
+    elif reduce == "mean":
+        start = (ones if include_self else zeros)(x.shape, dtype=g.dtype, device=g.device)
+        n = scatter_add(start, dim, i, ones(i.shape, dtype=g.dtype, device=g.device))
+        n = where(n == 0, 1.0, n)
+        gx, gs = g / n, gather(g, dim, i) / gather(n, dim, i)
+    else:
+        x_hit, s_hit = (x == out).to(g.dtype), (s == gather(out, dim, i)).to(g.dtype)
+        share = g / scatter_add(x_hit, dim, i, s_hit)
+        gx, gs = x_hit * share, s_hit * gather(share, dim, i)
+    if not include_self:
+        gx = scatter(gx, dim, i, value=0)
+    return gx, None, gs
+
+
+scatter_reduce_p = Primitive(
+    "scatter_reduce", _scatter_reduce_impl, args=("self", "index", "src"),
+    dtype=lambda x, i, s, dim, reduce, include_self: x.dtype,
+    shape=lambda x, i, s, dim, reduce, include_self: tuple(x),
+    vjp=_scatter_reduce_vjp, saves=("self", "index", "src", "result"),
+    node="ScatterReduceBackward0", kind="other")
+
+
+def _reduce_name(op, reduce, allowed):
+    if op == "scatter_reduce":      # which takes PyTorch's old names max/min too
+        reduce = {"max": "amax", "min": "amin"}.get(reduce, reduce)
+    if reduce not in allowed:
+        raise op_error(op, f"reduce argument must be either sum, prod, mean, amax or amin, got "
+                           f"{reduce}" if op == "scatter_reduce" else
+                       f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin "
+                       f"but got {reduce}.")
+    return reduce
+
+
+@method
+def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
+    """``input`` with ``src[i][j]`` reduced into ``out[index[i][j]][j]`` along ``dim`` by
+    ``reduce`` (sum, prod, mean, amax, amin); ``include_self=False`` leaves the old values
+    out of the places written."""
+    reduce = _reduce_name("scatter_reduce", reduce, _REDUCES)
+    if index.dtype not in (dtypes.int64, dtypes.int32):
+        raise op_error("scatter_reduce", "scatter(): Expected dtype int32/int64 for index")
+    if src.dtype is not input.dtype:
+        raise op_error("scatter_reduce", "scatter(): Expected self.dtype to be equal to "
+                                         "src.dtype")
+    if input.ndim == 0 or index.ndim == 0 or src.ndim == 0:     # 0-d counts as one element
+        if max(input.ndim, index.ndim, src.ndim) <= 1:
+            norm_dim(dim, 1)
+            out = scatter_reduce(input.reshape(-1), 0, index.reshape(-1), src.reshape(-1),
+                                 reduce, include_self=include_self)
+            return out.reshape(input.shape)
+    d = norm_dim(dim, input.ndim)
+    if not index.ndim == src.ndim == input.ndim and index.numel():
+        raise op_error("scatter_reduce", "Index tensor must have the same number of dimensions "
+                                         "as self tensor")
+    if any(k > s or (a != d and k > x) for a, (k, s, x)
+           in enumerate(zip(index.shape, src.shape, input.shape))):
+        raise op_error("scatter_reduce", f"Expected index {list(index.shape)} to be no larger "
+                                         f"than self {list(input.shape)} apart from dimension "
+                                         f"{d} and to be no larger size than src "
+                                         f"{list(src.shape)}")
+    if index.numel() == 0:
+        return clone(input)
+    if src.shape != index.shape:            # only src's leading index.shape part is read
+        src = src[tuple(slice(0, n) for n in index.shape)]
+    return bind(scatter_reduce_p, input, index.to(dtypes.int64), src, dim=d, reduce=reduce,
+                include_self=bool(include_self))
+
+
+@method
+def index_reduce(input, dim, index, source, reduce, *, include_self=True):
+    """``input`` with ``source``'s slices reduced into the slices ``index`` names along
+    ``dim`` by ``reduce`` (prod, mean, amax, amin)."""
+    reduce = _reduce_name("index_reduce", reduce, _REDUCES[1:])
+    if not isinstance(index, Tensor) or index.dtype not in (dtypes.int64, dtypes.int32):
+        got = torch_name(index.dtype) if isinstance(index, Tensor) else type(index).__name__
+        raise op_error("index_reduce", f"index_reduce_(): Expected dtype int32/int64 for index "
+                                       f"but got: {got}")
+    if source.dtype is not input.dtype:
+        raise op_error("index_reduce", f"index_reduce_(): self ({torch_name(input.dtype)}) and "
+                                       f"source ({torch_name(source.dtype)}) must have the same "
+                                       f"scalar type")
+    if index.ndim > 1:
+        raise op_error("index_reduce", "index_reduce_(): Index is supposed to be a vector",
+                       IndexError)
+    if input.ndim == 0:
+        out = index_reduce(input.reshape(1), dim, index, source.reshape(-1), reduce,
+                           include_self=include_self)
+        return out.reshape(())
+    d = norm_dim(dim, input.ndim)
+    index = index.reshape(-1)
+    if source.ndim < input.ndim:            # a 0-d source is one slice
+        source = source.reshape((1,) * input.ndim)
+    if source.shape[d] != index.shape[0]:
+        raise op_error("index_reduce", f"index_reduce_(): Number of indices ({index.shape[0]}) "
+                                       f"should be equal to source.size(dim): "
+                                       f"({source.shape[d]}), for dim: {dim}")
+    if _hook_state.tracer is None and index.numel():
+        lo, hi = int(index.min().item()), int(index.max().item())
+        if lo < 0 or hi >= input.shape[d]:
+            raise op_error("index_reduce", "index out of range in self", IndexError)
+    wide = index.reshape((1,) * d + (-1,) + (1,) * (input.ndim - d - 1))
+    return scatter_reduce(input, d, wide.expand(*source.shape), source, reduce,
+                          include_self=include_self)
+
+
+@method("scatter_reduce_")
+def _scatter_reduce_(self, dim, index, src, reduce, *, include_self=True):
+    return write_result(self, "scatter_reduce_", lambda x: scatter_reduce(
+        x, dim, index, src, reduce, include_self=include_self))
+
+
+@method("index_reduce_")
+def _index_reduce_(self, dim, index, source, reduce, *, include_self=True):
+    return write_result(self, "index_reduce_", lambda x: index_reduce(
+        x, dim, index, source, reduce, include_self=include_self))
+
+
+
+# put ---------------------------------------------------------------------------------------
+
+@method
+def put(input, index, source, accumulate=False):
+    """``input`` with ``source``'s elements written at the flat positions ``index`` (negative
+    count from the end; ``accumulate``: added, repeats adding up): ``index_put`` on the
+    flattened tensor, so its gradient is index_put's (``source``'s is ``take``)."""
+    from .index_more import index_put
+    if not isinstance(index, Tensor) or index.dtype is not dtypes.int64:
+        got = torch_name(index.dtype) if isinstance(index, Tensor) else type(index).__name__
+        raise op_error("put", f"put_(): Expected a long tensor for index, but got {got}")
+    if source.dtype is not input.dtype:
+        raise op_error("put", f"put_(): self and source expected to have the same dtype, but "
+                              f"got self.dtype = {torch_name(input.dtype)} and source.dtype = "
+                              f"{torch_name(source.dtype)}")
+    if index.numel() != source.numel():
+        raise op_error("put", f"put_(): Expected source and index to have the same number of "
+                              f"elements, but got source.numel() = {source.numel()}, "
+                              f"index.numel() = {index.numel()}", IndexError)
+    n = input.numel()
+    if _hook_state.tracer is None and index.numel():
+        for v in (int(index.min().item()), int(index.max().item())):
+            if not -n <= v < n:
+                raise op_error("put", f"out of range: tried to access index {v} on a tensor "
+                                      f"of {n} elements.", IndexError)
+    flat = index_put(input.reshape(-1), (index.reshape(-1),), source.reshape(-1), accumulate)
+    return flat.reshape(input.shape)
+
+
+@method("put_")
+def _put_(self, index, source, accumulate=False):
+    return write_result(self, "put_", lambda x: put(x, index, source, accumulate))
+
+
+__all__ = ["index_fill", "scatter", "tril_indices", "triu_indices", "scatter_reduce",
+           "index_reduce", "put"]

@@ -3,13 +3,16 @@ the shape and reduction ops: ``repeat``, ``tile``, ``ravel``, ``Tensor.unfold`` 
 windows), ``vdot``, ``split_with_sizes``, ``sum_to_size``, ``chain_matmul``, ``asarray``,
 the method forms of ``swapaxes``/``swapdims``/``negative``/``matrix_power``/``prelu``,
 ``ndimension``, ``nbytes``, ``short``, and in-place forms written through ``copy_``
-(``tril_``, ``triu_``, ``round_``, ``nan_to_num_``). Gradients are those of the ops they are
-made of (``repeat``: expand then reshape, so its gradient sums the copies)."""
+(``tril_``, ``triu_``, ``round_``, ``nan_to_num_``); the other names PyTorch's OpInfo database
+knows (``fill``, ``unsafe_chunk``/``unsafe_split``, ``constant_pad_nd``, ``__rdiv__``,
+``__rmod__``, ``new_empty_strided``) and ``nonzero_static``, a primitive of its own: its result's
+shape is ``(size, ndim)`` whatever the data, so a trace runs through. Gradients are those of the
+ops they are made of (``repeat``: expand then reshape, so its gradient sums the copies)."""
 import numpy as np
 
 from .. import dtypes
 from ..tensor import Tensor
-from .core import op_error, sum_to_shape
+from .core import Primitive, bind, op_error, sum_to_shape
 from .declare import install_method, method
 from .reduce_ops import sum
 from .index_ops import index_select
@@ -119,6 +122,79 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
     return t.requires_grad_(True) if requires_grad else t
 
 
+# names PyTorch's OpInfo database knows --------------------------------------------------
+
+def fill(input, value):
+    """A tensor of ``input``'s shape and dtype holding ``value`` (``torch.fill``, out of
+    place); a tensor ``value`` must be 0-d and gets the sum of the gradient."""
+    if isinstance(value, Tensor) and value.ndim != 0:
+        raise op_error("fill", f"fill_ only supports 0-dimension value tensor but got tensor "
+                               f"with {value.ndim} dimensions.")
+    return input.clone().fill_(value)
+
+
+@method
+def unsafe_chunk(input, chunks, dim=0):
+    """``chunk`` (PyTorch's unsafe form skips a view check tracegrad does not make)."""
+    return input.chunk(chunks, dim)
+
+
+@method
+def unsafe_split(input, split_size, dim=0):
+    """``split`` into parts of ``split_size`` (an int: PyTorch's unsafe form takes no list of
+    sizes) (it skips a view check tracegrad does not make)."""
+    if not isinstance(split_size, int):
+        raise TypeError(f"unsafe_split(): argument 'split_size' must be int, not "
+                        f"{type(split_size).__name__}")
+    return split(input, split_size, dim)
+
+
+def constant_pad_nd(input, pad, value=0):
+    """``input`` padded by ``value`` (``pad``: before/after pairs from the last dim back;
+    a negative amount crops), as ``nn.functional.pad(..., mode="constant")``."""
+    from ..nn.functional import pad as pad_fn
+    pad = [int(p) for p in pad]
+    if len(pad) % 2:
+        raise op_error("constant_pad_nd", f"Length of pad must be even but instead it equals "
+                                          f"{len(pad)}")
+    if len(pad) > 2 * input.ndim:
+        raise op_error("constant_pad_nd", f"Length of pad should be no more than twice the "
+                                          f"number of dimensions of the input. Pad length is "
+                                          f"{len(pad)} while the input has {input.ndim} "
+                                          f"dimensions.")
+    return pad_fn(input, pad, mode="constant", value=value)
+
+
+def _nonzero_static_impl(xp, x, size, fill_value):
+    found = xp.argwhere(x)[:size]
+    out = xp.full((size, x.ndim), fill_value, dtype="int64")
+    out[:found.shape[0]] = found
+    return out
+
+
+nonzero_static_p = Primitive(
+    "nonzero_static", _nonzero_static_impl, args=("self",),
+    dtype=lambda x, size, fill_value: dtypes.int64,
+    shape=lambda s, size, fill_value: (size, len(s)), kind="other")
+
+
+@method
+def nonzero_static(input, *, size, fill_value=-1):
+    """The first ``size`` coordinates of nonzero elements (``nonzero``'s rows), padded with
+    ``fill_value`` rows up to ``size``."""
+    if not isinstance(size, int) or size < 0:
+        raise op_error("nonzero_static", "nonzero_static: 'size' must be an non-negative "
+                                         "integer")
+    return bind(nonzero_static_p, input, size=size, fill_value=int(fill_value))
+
+
+def _new_empty_strided(self, size, stride, *, dtype=None, layout=None, device=None,
+                       requires_grad=False, pin_memory=False):
+    from ..creation import empty_strided
+    return empty_strided(size, stride, dtype=dtype or self.dtype, layout=layout,
+                         device=device or self.device, requires_grad=requires_grad)
+
+
 def _copy_into(name, fn):
     def apply(self, *args, **kwargs):
         return self.copy_(fn(self, *args, **kwargs))
@@ -128,6 +204,7 @@ def _copy_into(name, fn):
 
 def _install():
     from .elementwise import neg, round
+    from .composite import remainder
     from .more_ops import nan_to_num, tril, triu
     install_method("swapaxes", swapaxes)
     install_method("swapdims", swapdims)
@@ -148,9 +225,13 @@ def _install():
         return f(self, weight)
     install_method("matrix_power", matrix_power)
     install_method("prelu", prelu)
+    # PyTorch's __rdiv__ multiplies by the reciprocal (its float32 rounding, not division's)
+    install_method("__rdiv__", lambda self, other: self.reciprocal() * other)
+    install_method("__rmod__", lambda self, other: remainder(other, self))
+    install_method("new_empty_strided", _new_empty_strided)
 
 
 _install()
 
 __all__ = ["repeat", "tile", "ravel", "vdot", "split_with_sizes", "sum_to_size", "chain_matmul",
-           "asarray"]
+           "asarray", "fill", "unsafe_chunk", "unsafe_split", "constant_pad_nd", "nonzero_static"]
