@@ -34,7 +34,7 @@ What it copies from CuPy is the part tracegrad relies on:
   current device and NumPy scalars. A host ``np.ndarray`` argument is CuPy's ``TypeError``;
   an array of another device, which a GPU without peer access would fault on, is a
   ``RuntimeError`` here. ``STATE.launches`` records ``(kernel, device)`` per launch.
-- ``cupyx``: ``scatter_add``, ``scipy.special`` and ``scipy.linalg`` (SciPy's, on device
+- ``cupyx``: ``scatter_add``, ``scatter_max``, ``scatter_min``, ``scipy.special`` and ``scipy.linalg`` (SciPy's, on device
   arrays), ``empty_like_pinned``.
 - Where CuPy 14 differs from NumPy in what tracegrad called, as a real GPU showed
   (``_cupy_refuses``): no ``indices(sparse=)``, no ``linalg.matrix_rank(hermitian=)``,
@@ -569,6 +569,14 @@ def _scatter_add(out, key, values):
     np.add.at(_unwrap(out), _unwrap(key, allow_host=True), _unwrap(values))
 
 
+def _scatter_max(out, key, values):
+    np.maximum.at(_unwrap(out), _unwrap(key, allow_host=True), _unwrap(values))
+
+
+def _scatter_min(out, key, values):
+    np.minimum.at(_unwrap(out), _unwrap(key, allow_host=True), _unwrap(values))
+
+
 class _RawModule:
     """``cupy.RawModule(code=...)`` on the emulation: built by g++ for each device it is
     used on, as CuPy compiles and loads a module per device (see the module docstring)."""
@@ -635,7 +643,8 @@ def make_modules():
         "remainder": _inexact("remainder", np.remainder), "clip": _function(_clip),
         "__fake__": True})
     cupyx = types.ModuleType("cupyx")
-    cupyx.scatter_add = _scatter_add
+    cupyx.scatter_add, cupyx.scatter_max, cupyx.scatter_min = (_scatter_add, _scatter_max,
+                                                                 _scatter_min)
     cupyx.empty_like_pinned = _empty_like_pinned
     cupyx.empty_pinned = lambda shape, dtype=np.float64: _empty_like_pinned(
         np.empty(shape, dtype))

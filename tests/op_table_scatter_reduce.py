@@ -123,7 +123,8 @@ op("nonzero_static[padded]", lambda lib, x: lib.nonzero_static(x > 0, size=9),
 op("nonzero_static[cut,method]", lambda lib, x: (x > 0).nonzero_static(size=2, fill_value=7),
    lambda x: _ref_nonzero_static(x, 2, 7), [(5,)], grad=False)
 # empty tensors' values are undefined: the entries write into them
-op("empty_strided", lambda lib, x: lib.empty_strided((3, 4), (1, 3), dtype=x.dtype).copy_(x) * 2,
+op("empty_strided", lambda lib, x: lib.empty_strided((3, 4), (1, 3), dtype=x.dtype,
+                                                    device=x.device).copy_(x) * 2,
    lambda x: x * 2, [(3, 4)], ["index_put"])
 op("new_empty_strided", lambda lib, x: x.new_empty_strided((4, 2), (2, 1)).copy_(x.T) + 1,
    lambda x: x.T + 1, [(2, 4)], ["index_put"])
