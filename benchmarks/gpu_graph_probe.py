@@ -106,7 +106,8 @@ def gemm():
     g.launch(s)
     s.synchronize()
     ok = bool(cp.allclose(C, A @ B, rtol=1e-4, atol=1e-3))
-    print(f"2. ctypes SGEMM ({lib._name}): right eagerly: {direct_ok}; captured and replayed right: {ok}; "
+    print(f"2. ctypes SGEMM ({lib._name}): right eagerly: {direct_ok}; "
+          f"captured and replayed right: {ok}; "
           f"cupy.matmul {timed(lambda: A @ B):.3f} ms, direct {timed(f):.3f} ms, "
           f"replay {timed(lambda: g.launch(s)):.3f} ms")
 

@@ -1,11 +1,11 @@
 """Where a compiled step's time goes on the GPU: the host's share and the device's.
 
-For each workload named (default W1_1M, W1_10M, W2), tracegrad compiled and CuPy by hand
-run one step per call as ``gpu.py`` times them, but without waiting for the device at the end;
+For each workload named (default W1_1M, W1_10M, W2), tracegrad compiled and CuPy by hand run
+one step per call as ``gpu.py`` times them, but without waiting for the device at the end;
 ``cupyx.profiler.benchmark`` reports the host time of a call (Python, argument checks,
 launches) and the device time between events around it: where the host time is the larger,
-the GPU waits for the host. Then the compiled step's host time is profiled (``cProfile``, sorted by own
-time), so that the functions the host spends its time in are named.
+the GPU waits for the host. Then the compiled step's host time is profiled (``cProfile``,
+sorted by own time), so that the functions the host spends its time in are named.
 
     python benchmarks/gpu_host.py                      # W1_1M, W1_10M, W2
     python benchmarks/gpu_host.py --workloads W2 --top 40

@@ -455,7 +455,8 @@ class _Writer:
         for r in reds:
             src = self.cast(r.args[0], r.acc_dtype)
             if r in scalar:
-                self.emit(f"{self.c(r.name)}_acc = {self.combine_expr(r, self.c(r.name) + '_acc', src)};")
+                acc = self.c(r.name) + "_acc"
+                self.emit(f"{acc} = {self.combine_expr(r, acc, src)};")
             else:       # each j its own slot of the thread's partial
                 slot = f"{self.c(r.name)}_part[{self.index(r.name)}]"
                 self.emit(f"{slot} = {self.combine_expr(r, slot, src)};")

@@ -34,8 +34,8 @@ What it copies from CuPy is the part tracegrad relies on:
   current device and NumPy scalars. A host ``np.ndarray`` argument is CuPy's ``TypeError``;
   an array of another device, which a GPU without peer access would fault on, is a
   ``RuntimeError`` here. ``STATE.launches`` records ``(kernel, device)`` per launch.
-- ``cupyx``: ``scatter_add``, ``scatter_max``, ``scatter_min``, ``scipy.special`` and ``scipy.linalg`` (SciPy's, on device
-  arrays), ``empty_like_pinned``.
+- ``cupyx``: ``scatter_add``, ``scatter_max``, ``scatter_min``, ``scipy.special`` and
+  ``scipy.linalg`` (SciPy's, on device arrays), ``empty_like_pinned``.
 - Where CuPy 14 differs from NumPy in what tracegrad called, as a real GPU showed
   (``_cupy_refuses``): no ``indices(sparse=)``, no ``linalg.matrix_rank(hermitian=)``,
   ``argmax``/``argmin`` with an axis on a 0-d array, ``min(out=)`` (CuPy hands ``out`` to
