@@ -313,3 +313,14 @@ def test_max_pool_of_an_empty_batch_as_torch(nd):
     assert tuple(got.shape) == tuple(want.shape)
     got.sum().backward()
     assert tuple(x.grad.shape) == shape
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "nansum", "std", "var"])
+def test_an_empty_list_of_dims_reduces_every_dim_as_torch(name):
+    """``x.sum(dim=())`` / ``dim=[]`` reduces over every dim in PyTorch (not over none)."""
+    x = torch.arange(6.0, dtype=torch.float64).reshape(2, 3)
+    for dim in ((), []):
+        want = getattr(torch, name)(x, dim)
+        got = getattr(tg, name)(_tg(x), dim)
+        assert tuple(got.shape) == tuple(want.shape)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-15)

@@ -11,12 +11,12 @@ from .elementwise import (
     div, erf, exp, isinf, isnan, log, logical_not, mul, sigmoid, sqrt, sub, tanh, where,
 )
 from .reduce_ops import amax, sum
-from .rules import norm_dims
+from .rules import norm_dims, reduction_dims
 from .shape_ops import squeeze
 
 
 def _reduced_count(input, dim):
-    dims = norm_dims(dim, input.ndim)
+    dims = reduction_dims(dim, input.ndim)
     return math.prod(input.shape[d] for d in dims)
 
 

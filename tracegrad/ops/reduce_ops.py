@@ -10,7 +10,7 @@ import numpy as np
 from .. import dtypes
 from .core import LINEAR, Combiner, Primitive, bind, op_error
 from .declare import method
-from .rules import norm_dim, norm_dims, reduced_shape
+from .rules import norm_dim, norm_dims, reduced_shape, reduction_dims
 
 
 def _reduce_shape(shape, dims, keepdim):
@@ -151,7 +151,7 @@ all_p = Primitive("all", lambda xp, x, dims, keepdim: xp.all(x, axis=dims, keepd
 
 @method
 def sum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
-    dims = norm_dims(dim, input.ndim)
+    dims = reduction_dims(dim, input.ndim)
     return bind(sum_p, input, dims=dims, keepdim=keepdim,
                 dtype=None if dtype is None else dtypes.as_dtype(dtype))
 

@@ -52,6 +52,12 @@ def norm_dim(dim, ndim, op="op"):
     return dim % n
 
 
+def reduction_dims(dim, ndim):
+    """``norm_dims`` for sum and the reductions built on it (mean, var, std, nansum):
+    PyTorch reads an empty list of dims there as every dim."""
+    return norm_dims(None if isinstance(dim, (tuple, list)) and not dim else dim, ndim)
+
+
 def norm_dims(dim, ndim):
     """``dim`` (None, int or sequence) as a sorted tuple of non-negative dims."""
     if dim is None:
