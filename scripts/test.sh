@@ -13,10 +13,12 @@ if [ -n "${TRACEGRAD_EXTRA_TEST_DEPS:-}" ]; then
     .venv/bin/python -m pip install -q ${TRACEGRAD_EXTRA_TEST_DEPS} \
         || echo "note: could not install ${TRACEGRAD_EXTRA_TEST_DEPS}; oracle tests will skip"
 fi
-# The sweep over PyTorch's OpInfo samples (marker "opinfo", minutes) runs where asked:
-# TRACEGRAD_OPINFO=1 (as .ci/run sets it) runs it after the default run.
+# The sweeps over PyTorch's OpInfo and ModuleInfo samples (marker "opinfo", minutes) run
+# where asked:
+# TRACEGRAD_OPINFO=1 (as .ci/run sets it) runs them after the default run.
 if [ -n "${TRACEGRAD_OPINFO:-}" ]; then
     .venv/bin/python -m pytest -q -p no:cacheprovider -m "not opinfo" "$@"
-    exec .venv/bin/python -m pytest -q -p no:cacheprovider -m opinfo tests/test_opinfo.py
+    exec .venv/bin/python -m pytest -q -p no:cacheprovider -m opinfo tests/test_opinfo.py \
+        tests/test_moduleinfo.py
 fi
 exec .venv/bin/python -m pytest -q -p no:cacheprovider -m "not opinfo" "$@"

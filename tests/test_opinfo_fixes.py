@@ -324,3 +324,31 @@ def test_an_empty_list_of_dims_reduces_every_dim_as_torch(name):
         got = getattr(tg, name)(_tg(x), dim)
         assert tuple(got.shape) == tuple(want.shape)
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-15)
+
+
+def test_batch_norm_of_an_empty_batch_in_training_as_torch():
+    """An empty batch gives an empty output, leaves the running statistics alone and counts
+    the batch (PyTorch raises only for one value a channel)."""
+    t_bn, g_bn = torch.nn.BatchNorm2d(3), tg.nn.BatchNorm2d(3)
+    t_y, g_y = t_bn(torch.randn(0, 3, 4, 4)), g_bn(tg.randn(0, 3, 4, 4, requires_grad=True))
+    assert tuple(g_y.shape) == tuple(t_y.shape)
+    g_y.sum().backward()
+    np.testing.assert_array_equal(g_bn.weight.grad.numpy(), np.zeros(3))
+    np.testing.assert_array_equal(g_bn.running_var.numpy(), t_bn.running_var.numpy())
+    assert int(g_bn.num_batches_tracked) == int(t_bn.num_batches_tracked) == 1
+    with pytest.raises(ValueError, match="more than 1 value per channel"):
+        g_bn(tg.randn(1, 3, 1, 1))
+
+
+@pytest.mark.parametrize("cell", ["RNNCell", "LSTMCell", "GRUCell"])
+def test_an_unbatched_cell_takes_an_unbatched_state_as_torch(cell):
+    t_cell = getattr(torch.nn, cell)(5, 4).double()
+    g_cell = getattr(tg.nn, cell)(5, 4).double()
+    g_cell.load_state_dict({k: _tg(v) for k, v in t_cell.state_dict().items()})
+    x, h = torch.randn(5, dtype=torch.float64), torch.randn(4, dtype=torch.float64)
+    state = (h, h * 2) if cell == "LSTMCell" else h
+    g_state = tuple(_tg(s) for s in state) if cell == "LSTMCell" else _tg(state)
+    want, got = t_cell(x, state), g_cell(_tg(x), g_state)
+    for w, g in zip(want if cell == "LSTMCell" else (want,), got if cell == "LSTMCell" else (got,)):
+        assert tuple(g.shape) == (4,)
+        np.testing.assert_allclose(g.detach().numpy(), w.detach().numpy(), rtol=1e-12)

@@ -345,6 +345,12 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         if t is not None and t.numel() != c:
             raise op_error("batch_norm", f"{name} should contain {c} elements not {t.numel()}")
     shape = (1, c) + (1,) * (input.ndim - 2)
+    if training and input.numel() == 0:    # an empty batch: an empty output, the running
+        # statistics untouched, the affine parameters' gradients zeros (as PyTorch)
+        out = input
+        if weight is not None:
+            out = out * weight.reshape(shape)
+        return out + bias.reshape(shape) if bias is not None else out * 1
     if training:
         n = input.numel() // c
         if n <= 1:

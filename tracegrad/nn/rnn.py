@@ -365,8 +365,8 @@ class RNNCellBase(Module):
             states = (zero,) * n_states
         else:
             states = tuple(hx) if n_states > 1 else (hx,)
-            for h in states:
-                if h.ndim != input.ndim or h.shape[-1] != self.hidden_size:
+            for h in states:    # an unbatched call takes an unbatched (1-D) state
+                if h.ndim != (2 if batched else 1) or h.shape[-1] != self.hidden_size:
                     raise RuntimeError(f"{type(self).__name__}: Expected hidden of shape "
                                        f"({input.shape[0]}, {self.hidden_size}), got "
                                        f"{list(h.shape)}")
