@@ -352,3 +352,23 @@ def test_an_unbatched_cell_takes_an_unbatched_state_as_torch(cell):
     for w, g in zip(want if cell == "LSTMCell" else (want,), got if cell == "LSTMCell" else (got,)):
         assert tuple(g.shape) == (4,)
         np.testing.assert_allclose(g.detach().numpy(), w.detach().numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["elu", "celu", "selu"])
+def test_elu_family_at_infinities_as_torch(name):
+    """PyTorch's reference inputs: elu(-inf) is -alpha (the linear rest of the left branch
+    was -inf - -inf, NaN)."""
+    x = torch.tensor([-np.inf, np.inf, np.nan, -1e30, 1e30, 0.0, -0.5])
+    want = getattr(torch.nn.functional, name)(x)
+    got = getattr(tg.nn.functional, name)(_tg(x))
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, equal_nan=True)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "c"])
+def test_lgamma_of_minus_infinity_is_plus_infinity_as_torch(backend):
+    """SciPy's gammaln(-inf) is -inf; PyTorch's lgamma (and C's) is +inf, on every tier."""
+    x = torch.tensor([-np.inf, np.inf, 0.0, -1.0, -2.5, 3.0])
+    want = torch.lgamma(x).numpy()
+    np.testing.assert_array_equal(tg.lgamma(_tg(x)).numpy(), want)
+    compiled = tg.compile(lambda t: tg.lgamma(t) * 1.0, backend=backend)
+    np.testing.assert_array_equal(compiled(_tg(x)).numpy(), want)

@@ -57,7 +57,8 @@ def _scaled_elu(input, alpha, scale, input_scale):
     input_scale``, but the second derivative is 0 (PyTorch's double backward masks
     ``x < 0``): the left branch is ``expm1`` of the part below 0 plus the linear rest."""
     below = where(input < 0, input, 0.0)
-    neg = (expm1(below * input_scale) + (input - below) * input_scale) * (alpha * scale)
+    rest = where(input < 0, 0.0, input)     # input - below, but 0 (not NaN) at -inf
+    neg = (expm1(below * input_scale) + rest * input_scale) * (alpha * scale)
     return where(input <= 0, neg, input * scale if scale != 1.0 else input)
 
 

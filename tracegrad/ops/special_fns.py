@@ -44,12 +44,15 @@ def _in_dtype(xp, x, y):
     return y.astype(x.dtype, copy=False) if y.dtype != x.dtype else y
 
 
-def _unary(name, scipy_name, vjp, saves=("self",), c=None, method=True, inplace=True, doc=""):
+def _unary(name, scipy_name, vjp, saves=("self",), c=None, method=True, inplace=True, doc="",
+           fix=None):
     """A float unary primitive computed by ``scipy.special.<scipy_name>``; with ``method``,
-    a public function (``tracegrad.<name>``) and ``Tensor`` methods too."""
+    a public function (``tracegrad.<name>``) and ``Tensor`` methods too. ``fix(xp, x, y)``
+    corrects SciPy's result where its convention is not PyTorch's."""
     def impl(xp, x):
         x = _as_float(x)
-        return _in_dtype(xp, x, xp.asarray(scipy_special(xp, scipy_name, name)(x)))
+        y = xp.asarray(scipy_special(xp, scipy_name, name)(x))
+        return _in_dtype(xp, x, y if fix is None else fix(xp, x, y))
     helper = f"_{name}"
     impl.__name__ = impl.__qualname__ = helper      # generated modules import it by name
     globals()[helper] = impl
@@ -71,7 +74,9 @@ def _function(prim, name):
 
 
 lgamma_p = _unary("lgamma", "gammaln", lambda g, x, out: g * digamma(x),
-                  c="lgamma({self})", doc="log |Gamma(x)|.")
+                  c="lgamma({self})", doc="log |Gamma(x)|.",
+                  # SciPy's gammaln(-inf) is -inf; PyTorch's (and C's lgamma) is +inf
+                  fix=lambda xp, x, y: xp.where(xp.isneginf(x), xp.inf, y))
 digamma_p = _unary("digamma", "psi", lambda g, x, out: g * polygamma(1, x),
                    doc="The logarithmic derivative of Gamma (psi); -inf at 0, as PyTorch.")
 erfinv_p = _unary("erfinv", "erfinv", lambda g, x, out: g * _SQRT_PI_2 * exp(out * out),
