@@ -15,8 +15,7 @@ samples give PyTorch's windows. The max of each k-window is found by ``fractiona
 (PyTorch's scan order: a larger value or a NaN replaces the best; an all ``-inf`` window
 keeps its first element), a loop over the kernel's taps vectorised over every window; the
 values are a gather of the plane at those flat indices, whose VJP scatters (adds) the
-gradient to them, as max pooling's does (``ops/pool.py``'s gather pair, here with reshapes
-that also hold for an empty batch).
+gradient to them: ``ops/pool.py``'s gather pair, max pooling's.
 
 Without ``_random_samples`` the samples come from tracegrad's generator (``manual_seed``), not
 PyTorch's: the windows then match PyTorch's only where they do not depend on the samples
@@ -31,7 +30,7 @@ import numpy as np
 
 from .. import dtypes
 from ..ops.core import Primitive, bind, op_error
-from ..ops.pool import _add_at
+from ..ops.pool import _gather_pair
 
 
 def _starts(xp, u, L, k, out):
@@ -85,43 +84,6 @@ fractional_argmax_p = Primitive(
     "fractional_argmax", _fractional_argmax, args=("self", "samples"),
     dtype=lambda x, s, kernel, output: dtypes.int64,
     shape=lambda s, ss, kernel, output: tuple(s[:2]) + tuple(output))
-
-
-def _planes(a, nd):
-    """``a`` as (*lead, plane): the trailing ``nd`` dims flattened, by their size (a ``-1``
-    cannot be inferred when ``lead`` holds a 0, an empty batch)."""
-    return a.reshape(a.shape[:a.ndim - nd] + (math.prod(a.shape[a.ndim - nd:]),))
-
-
-def _gather_impl(xp, x, indices, nd):
-    return xp.take_along_axis(_planes(x, nd), _planes(indices, nd), axis=-1).reshape(
-        indices.shape)
-
-
-def _scatter_impl(xp, g, indices, nd, shape):
-    out = xp.zeros(tuple(shape), dtype=g.dtype)
-    flat = _planes(out, nd)                     # a view of out
-    rows = math.prod(flat.shape[:-1])
-    planes = flat.reshape(rows, flat.shape[-1])
-    idx = _planes(indices, nd).reshape(rows, -1 if rows else 0)
-    _add_at(xp, planes, (xp.arange(rows, dtype=np.int64)[:, None], idx), g.reshape(idx.shape))
-    return out
-
-
-def _gather_pair(name, node):
-    """Values at flat per-plane indices (the max), and the scatter (add) that is its VJP;
-    ``ops/pool.py``'s pair, whose reshapes also hold for an empty batch."""
-    fwd = Primitive(
-        name, _gather_impl, args=("self", "indices"), saves=("indices",),
-        dtype=lambda x, i, nd: x.dtype, shape=lambda s, i, nd: tuple(i),
-        vjp=(lambda g, x, indices, out, nd: bind(bwd, g, indices, nd=nd, shape=x.shape), None),
-        node=node)
-    bwd = Primitive(
-        name + "_backward", _scatter_impl, args=("grad", "indices"), saves=("indices",),
-        dtype=lambda g, i, nd, shape: g.dtype, shape=lambda s, i, nd, shape: tuple(shape),
-        vjp=(lambda g, gout, indices, out, nd, shape: bind(fwd, g, indices, nd=nd), None),
-        node=node.replace("Backward0", "BackwardBackward0"))
-    return fwd
 
 
 fractional_max_pool2d_p = _gather_pair("fractional_max_pool2d", "FractionalMaxPool2DBackward0")
