@@ -29,6 +29,7 @@ linear in g). In-place ops reach us through ``ops.core.forward_inplace``, and a 
 through a view writes the base's tangent too. With no level open ``bind`` pays nothing
 new: it already checks the hook census before every op.
 """
+import contextlib
 import threading
 import weakref
 from typing import NamedTuple, Optional
@@ -253,6 +254,55 @@ def _derived(prim, args, ts, out, params):
     return jt if keep_graph else jt.detach()
 
 
+# custom Functions ----------------------------------------------------------------------------
+
+def input_tangents(args):
+    """The tangents of a custom ``Function``'s ``args`` at the open level (None for an arg
+    without one), or None when no arg carries a tangent (the Function then runs as without
+    forward AD)."""
+    if not _table or getattr(_tls, "busy", False):
+        return None
+    found = [_tangent_of(a) if isinstance(a, Tensor) else None for a in args]
+    return None if all(t is None for t in found) else found
+
+
+def propagation(on):
+    """A context in which ops propagate tangents (``on``) or not: a custom Function's
+    forward runs without, its ``jvp`` gives the outputs' tangents, as in PyTorch."""
+    return contextlib.nullcontext() if on else _Busy()
+
+
+def function_jvp(jvp, ctx, args, tangents, outs):
+    """Set the tangents of a custom Function's outputs ``outs`` from its ``jvp(ctx, ...)``,
+    which sees the tensors of ``ctx.save_for_forward`` as ``ctx.saved_tensors`` (PyTorch's
+    contract), and the inputs' tangents: zeros for a floating tensor input without one, unless
+    ``ctx.set_materialize_grads(False)`` asked for None."""
+    if ctx._materialize:
+        from ..creation import zeros_like
+        with _Busy():
+            tangents = [zeros_like(a) if t is None and isinstance(a, Tensor)
+                        and a.is_floating_point() else t for a, t in zip(args, tangents)]
+    saved, ctx._saved = ctx._saved, getattr(ctx, "_to_save_forward", ())
+    try:
+        with _Busy():
+            result = jvp(ctx, *tangents)
+    finally:
+        ctx._saved = saved
+    result = result if isinstance(result, tuple) else (result,)
+    if len(result) != len(outs):
+        raise RuntimeError(f"Function's jvp returned an invalid number of forward gradients "
+                           f"(expected {len(outs)} but got {len(result)})")
+    for o, t in zip(outs, result):
+        if t is None or not isinstance(o, Tensor) or not o.is_floating_point():
+            continue
+        if tuple(t.shape) != tuple(o.shape):
+            raise RuntimeError(f"Trying to set a forward gradient that has a different size "
+                               f"than that of the original Tensor, this is not supported. "
+                               f"Tensor is of size {list(o.shape)} while the given forward "
+                               f"gradient is of size {list(t.shape)}.")
+        _set_tangent(o, t)
+
+
 # the API -------------------------------------------------------------------------------------
 
 def enter_dual_level():
@@ -342,7 +392,8 @@ def unpack_dual(tensor, *, level=None):
     if not isinstance(tensor, _tensor_class()):
         raise TypeError(f"_unpack_dual(): argument 'dual' (position 1) must be Tensor, not "
                         f"{type(tensor).__name__}")
-    tangent = _tangent_of(tensor)
+    # inside a custom Function's forward (or a rule) forward AD is off, as in PyTorch
+    tangent = None if getattr(_tls, "busy", False) else _tangent_of(tensor)
     if level != _current_level:     # PyTorch checks the level only where there is a tangent
         if tangent is not None:
             raise RuntimeError("Invalid level given to _fw_primal")

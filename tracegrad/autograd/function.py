@@ -7,7 +7,7 @@ checks, knows which inputs need gradients, and is what ``grad_fn`` shows.
 import functools
 
 from .. import _hooks
-from . import grad_mode
+from . import forward_ad, grad_mode
 from .graph import FREED_ERROR, Node, SavedTensor, _seq
 
 _gm = grad_mode._state
@@ -131,6 +131,11 @@ class Function(metaclass=FunctionMeta):
     vjp = backward
 
     @staticmethod
+    def jvp(ctx, *grad_inputs):
+        raise NotImplementedError("You must implement the jvp function for custom "
+                                  "autograd.Function to use it with forward mode AD.")
+
+    @staticmethod
     def setup_context(ctx, inputs, output):
         raise NotImplementedError
 
@@ -149,7 +154,8 @@ class Function(metaclass=FunctionMeta):
         ctx.needs_input_grad = tuple(t and a._requires_grad for t, a in zip(is_tensor, args))
         record = _gm.grad_enabled and any(ctx.needs_input_grad)
         separate_setup = cls.setup_context is not Function.setup_context
-        with grad_mode.no_grad():
+        tangents = forward_ad.input_tangents(args)     # None: no dual input at an open level
+        with grad_mode.no_grad(), forward_ad.propagation(tangents is None):
             if separate_setup:
                 outputs = cls.forward(*args, **kwargs)
                 cls.setup_context(ctx, args, outputs)
@@ -167,6 +173,8 @@ class Function(metaclass=FunctionMeta):
                     t._view_version = t._vc.value
         ctx._saved = tuple(_save(t, outs) for t in ctx._to_save)
         ctx._to_save = ()
+        if tangents is not None:
+            forward_ad.function_jvp(cls.jvp, ctx, args, tangents, outs)
         return outs[0] if single else outs
 
 
