@@ -81,6 +81,15 @@ def test_dynamic_benchmark_runs_and_checks_every_size():
     assert "tracegrad dynamic" in proc.stdout and "dynamic / static" in proc.stdout
 
 
+def test_values_benchmark_runs_both_draws():
+    proc = subprocess.run([sys.executable, str(BENCH / "values.py"), "--quick"],
+                          capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stderr
+    for system in ("NumPy by hand", "tracegrad numpy", "tracegrad c"):
+        row = next((r for r in proc.stdout.splitlines() if r.startswith(system)), None)
+        assert row is not None and len(row.split()) == len(system.split()) + 3, proc.stdout
+
+
 def _gpu_present():
     try:
         import cupy
