@@ -62,14 +62,30 @@ def _tensor_class():
 # the table -----------------------------------------------------------------------------------
 
 def _tangent_of(t):
-    """``t``'s tangent at the open level, or None."""
+    """``t``'s tangent at the open level, or None. A view without a tangent of its own
+    whose base has one gets the same view of the base's tangent (kept as its own), as
+    PyTorch's views read their base's forward grad."""
     e = _table.get(id(t._data))
-    if e is None or e[0]() is not t._data:
+    if e is not None and e[0]() is t._data:
+        own = e[1].get(id(t))
+        if own is not None and own[0]() is t:
+            return own[1]
+        if t._grad_fn is not None and e[2] is not None:
+            return e[2]                                 # a saved result, unpacked anew
+    base = t._base
+    if base is None or not _table:
         return None
-    own = e[1].get(id(t))
-    if own is not None and own[0]() is t:
-        return own[1]
-    return e[2] if t._grad_fn is not None else None     # a saved result, unpacked anew
+    e = _table.get(id(base._data))
+    if e is None or e[0]() is not base._data:
+        return None
+    own = e[1].get(id(base))
+    if own is None or own[0]() is not base:
+        return None
+    from ..ops.core import apply_view_steps
+    with _Busy():
+        view = apply_view_steps(own[1], t._view_steps)
+    _set_tangent(t, view)
+    return view
 
 
 def _set_tangent(t, tangent):
@@ -141,25 +157,65 @@ def _on_inplace(prim, name, target, others, params, plain):
         tangent = (_jvp(prim, (before,) + tuple(others), ts, target, params)
                    if target.dtype.is_floating_point else None)
     if tangent is not None:
-        _set_tangent(target, tangent)
+        _write_tangent(target, ts[0], tangent)
     else:                   # written with a value of no tangent (an integer target)
         e = _table.get(id(target._data))
         if e is not None:
             e[1].pop(id(target), None)
             e[2] = None
-    base = target._base
-    if base is not None and base.dtype.is_floating_point:
-        # a write through a view writes the base: so does its tangent, into the base's
-        # (PyTorch's views share their base's tangent; here the base's is written anew)
-        from ..creation import zeros_like
-        from ..ops.index_ops import view_scatter
-        with _Busy():
-            old = _tangent_of(base)
-            new = view_scatter(old if old is not None else zeros_like(base),
-                               tangent if tangent is not None else zeros_like(target),
-                               target._view_steps)
-        _set_tangent(base, new)
     return target
+
+
+def _write_tangent(target, old, new):
+    """``target``'s tangent after an in-place op made it ``new``. As in PyTorch, the tangent
+    is updated in place where it can be: the tangent ``target`` had (so the tangents that
+    are views of it, its views' and its base's, see the change), else the region of its
+    base's tangent (made zeros where the base had none). Where a write in place cannot be
+    made (a tangent with reverse-mode history, a broadcast one), the tangents are replaced:
+    ``target``'s, and its base's region by a CopySlices of the old one."""
+    from ..creation import zeros_like
+    from ..ops.core import apply_view_steps
+    base = target._base
+    if base is not None and not base.dtype.is_floating_point:
+        base = None
+    if old is not None and _write_into(old, new):
+        if base is None:
+            return
+        b = _tangent_of(base)
+        if b is None or b._data is old._data or _xp(b).may_share_memory(b._data, old._data):
+            return
+    if base is None:
+        _set_tangent(target, new)
+        return
+    with _Busy():
+        b = _tangent_of(base)
+        if b is None:
+            b = zeros_like(base)
+            _set_tangent(base, b)
+        region = apply_view_steps(b, target._view_steps)
+        if _write_into(region, new):
+            _set_tangent(target, region)
+            return
+        from ..ops.index_ops import view_scatter
+        _set_tangent(base, view_scatter(b, new, target._view_steps))
+    _set_tangent(target, new)
+
+
+def _xp(t):
+    from ..device import xp_of
+    return xp_of(t._data)
+
+
+def _write_into(dst, src):
+    """Copy ``src``'s values into the tangent ``dst`` in place, if that loses nothing: same
+    shape, no reverse-mode history on either, a writeable array. Whether it did."""
+    if (dst._requires_grad or src._requires_grad or tuple(dst.shape) != tuple(src.shape)
+            or not getattr(dst._data, "flags", None) or not dst._data.flags.writeable):
+        return False
+    if dst._data is not src._data:
+        dst._data[...] = src._data
+        dst._vc.value += 1
+    return True
 
 
 def _jvp(prim, args, ts, out, params):

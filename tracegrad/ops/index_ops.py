@@ -147,6 +147,8 @@ index_p = Primitive(
     shape=_index_shape,
     vjp=lambda g, x, *idx, out, spec: (index_backward(g, idx, spec, x.shape),)
     + (None,) * len(idx),
+    # linear in self: the tangent indexed alike (a view of it, where the index is basic)
+    jvp=(lambda t, x, *idx, out, spec: bind(index_p, t, *idx, spec=spec),),
     np="{self}[{spec}]", view=True, kind="shape", node="IndexBackward0")
 
 
