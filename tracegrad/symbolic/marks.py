@@ -22,7 +22,7 @@ def _mark(t, dims, how):
     dims = list(dims)
     for d in dims:          # every dim checked before any is marked
         if not -t.ndim <= d < t.ndim:
-            from .ops.core import op_error
+            from ..ops.core import op_error
             raise op_error(f"mark_{how}", f"Dimension out of range (expected to be in range of "
                                           f"[{-t.ndim}, {t.ndim - 1}], but got {d})", IndexError)
     entry = MARKS.get(id(t))

@@ -30,16 +30,14 @@ False, whatever the hints; orderings use the hints, which only steer heuristics
 (whether to run in chunks, on threads).
 
 This module holds ``SymInt``, the trace's ``ShapeEnv`` and the helpers over sizes; the
-expressions are ``symbolic_expr``'s and the user's marks ``symbolic_marks``'s, both
-importable from here as well.
+expressions are ``expr``'s and the user's marks ``marks``'s.
 """
 import threading
 
-from .symbolic_expr import _OPS, ATOMS, Poly, _decide, base_symbols  # noqa: F401 - re-exported
-from .symbolic_marks import MARKS, mark_dynamic, mark_static, marks_of  # noqa: F401 - re-exported
+from .expr import _OPS, Poly, _decide, base_symbols
 
-__all__ = ["SymInt", "Poly", "ShapeEnv", "Specialize", "symbols_in", "substitute", "concrete",
-           "slice_length", "mark_dynamic", "mark_static", "ATOMS"]
+__all__ = ["SymInt", "ShapeEnv", "Specialize", "symbols_in", "substitute", "concrete",
+           "slice_length", "deciding_nothing", "inactive"]
 
 
 class Specialize(BaseException):
