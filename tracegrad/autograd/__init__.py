@@ -9,7 +9,7 @@ from .grad_mode import (
 )
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .variable import Variable
-from . import profiler  # last: it imports tracegrad.profiler, which needs the engine
+from . import profiler, profiler_util  # last: they import tracegrad.profiler, which needs the engine
 
 __all__ = [
     "backward", "grad", "Function", "FunctionCtx", "once_differentiable", "Variable",

@@ -20,7 +20,7 @@ import warnings
 from .. import _hooks
 from .. import profiler as _profiler
 from ..profiler import ProfilerActivity, record_function
-from .profiler_util import EventList, FunctionEvent, FunctionEventAvg
+from ..profiler.events import EventList, FunctionEvent, FunctionEventAvg
 
 __all__ = ["profile", "record_function", "emit_nvtx", "EventList", "FunctionEvent",
            "FunctionEventAvg"]

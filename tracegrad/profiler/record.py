@@ -31,9 +31,9 @@ import types
 import numpy as np
 
 from .. import _hooks
+from ..autograd import engine
 from ..device import loaded_cupy
-from . import engine
-from .profiler_util import FunctionEvent, type_name
+from .events import FunctionEvent, type_name
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _OP_MODULES = ("tracegrad.ops", "tracegrad.creation", "tracegrad.nn.functional")

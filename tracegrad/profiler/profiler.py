@@ -15,7 +15,7 @@ What is recorded, and under which name:
   (``mean``, ``softmax``, ``nn.functional.linear``) is one event enclosing the
   ops it calls, and a public function that calls one op is that one event.
   Public functions are those of ``tracegrad.ops``, ``tracegrad.creation`` and
-  ``tracegrad.nn.functional`` (``autograd.profiler_record._OP_MODULES``) and a
+  ``tracegrad.nn.functional`` (``profiler.record._OP_MODULES``) and a
   few ``Tensor`` methods.
 - Backward. Each node the engine runs is an event named ``node.name()``
   (``PowBackward0``, ``torch::autograd::AccumulateGrad``) enclosing the ops of
@@ -73,8 +73,8 @@ import sys
 import time
 import warnings
 
-from .autograd.profiler_record import Recorder
-from .autograd.profiler_util import EventList, FunctionEvent, FunctionEventAvg
+from .events import EventList, FunctionEvent, FunctionEventAvg
+from .record import Recorder
 
 __all__ = ["profile", "record_function", "ProfilerActivity", "ProfilerAction", "schedule",
            "tensorboard_trace_handler", "supported_activities", "EventList", "FunctionEvent",
@@ -94,7 +94,7 @@ class ProfilerActivity(enum.Enum):
 
 
 def supported_activities():
-    from . import cuda
+    from .. import cuda
     return {ProfilerActivity.CPU, ProfilerActivity.CUDA} if cuda.is_available() \
         else {ProfilerActivity.CPU}
 
@@ -107,7 +107,7 @@ def _cuda_activity(asked, cpu):
     PyTorch's CPU build warns, and raises when nothing is left to record."""
     if not asked:
         return False
-    from . import cuda
+    from .. import cuda
     if cuda.is_available():
         return True
     warnings.warn(CUDA_UNAVAILABLE, stacklevel=2)
