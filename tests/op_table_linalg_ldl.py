@@ -1,5 +1,5 @@
 """Op-table entries for linalg's LDL factorization and Householder products
-(``linalg_ldl.py``: ldl_factor, ldl_solve, householder_product/orgqr, ormqr, geqrf), and for
+(``linalg/ldl.py``: ldl_factor, ldl_solve, householder_product/orgqr, ormqr, geqrf), and for
 fractional max pooling (``nn/functional_fractional.py``)."""
 import numpy as np
 

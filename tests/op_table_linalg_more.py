@@ -1,4 +1,4 @@
-"""Op-table entries for ``tracegrad/linalg_more.py``: matrix_exp, pinv, solve_triangular,
+"""Op-table entries for ``tracegrad/linalg/more.py``: matrix_exp, pinv, solve_triangular,
 multi_dot, vecdot, vander, cond, tensorinv, tensorsolve, cross, and the older top-level
 cholesky_solve, cholesky_inverse, pinverse, triangular_solve."""
 import numpy as np

@@ -125,7 +125,7 @@ def test_a_failure_on_the_values_names_the_op_and_the_users_line(op, fn, words):
 
 
 def test_a_direct_bind_of_a_linalg_primitive_still_raises_pytorchs_words():
-    from tracegrad.linalg_solve import inv_p
+    from tracegrad.linalg.solve import inv_p
     from tracegrad.ops.core import bind
     with pytest.raises(RuntimeError, match="linalg.inv: A must be batches of square matrices"):
         bind(inv_p, tg.ones(2, 3))

@@ -14,8 +14,8 @@ torch = pytest.importorskip("torch")
 import opinfo_sweep as sweep  # noqa: E402 - after the skip: it converts torch values
 import tracegrad as tg  # noqa: E402
 from tolerances import close  # noqa: E402
-from tracegrad.linalg_decomp import cholesky_ex  # noqa: E402
-from tracegrad.linalg_solve import inv_ex, solve_ex  # noqa: E402
+from tracegrad.linalg.decomp import cholesky_ex  # noqa: E402
+from tracegrad.linalg.solve import inv_ex, solve_ex  # noqa: E402
 from tracegrad.ops.pad import pad_nd  # noqa: E402
 
 # results that are the same arithmetic in both libraries: a copy, a gather, a hinge

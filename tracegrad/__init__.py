@@ -45,9 +45,9 @@ from .serialization import load, save
 import importlib as _importlib
 _importlib.import_module("tracegrad.trace")  # loaded first, so tracegrad.trace is the op
 from . import func, linalg, masked, signal, special, testing
-from .linalg import det, inverse, logdet, slogdet
-from .linalg_more import _LEGACY as _legacy_linalg
-from .linalg_lu import _LEGACY as _legacy_lu
+from .linalg.composed import det, inverse, logdet, slogdet
+from .linalg.more import _LEGACY as _legacy_linalg
+from .linalg.lu import _LEGACY as _legacy_lu
 globals().update(_legacy_linalg)     # torch.cholesky, torch.svd (U, S, V), torch.qr, ...
 globals().update(_legacy_lu)         # torch.lu, torch.lu_solve, torch.lu_unpack
 from .ops.more_ops import *  # noqa: F401,F403 - trace among them, over the module's name

@@ -386,6 +386,6 @@ def exports():
     from .ops.fill_scatter import index_reduce, put, scatter_reduce
     table.update(scatter_reduce=scatter_reduce, index_reduce=index_reduce, put=put,
                  empty_strided=empty_strided)
-    from .linalg_ldl import _LEGACY as householder      # torch.orgqr, torch.ormqr, torch.geqrf
+    from .linalg.ldl import _LEGACY as householder      # torch.orgqr, torch.ormqr, torch.geqrf
     table.update(householder)
     return table

@@ -99,7 +99,7 @@ def sum_to_size(input, *size):
 
 def chain_matmul(*matrices):
     """The product of the matrices, left to right (``linalg.multi_dot``)."""
-    from ..linalg_more import multi_dot
+    from ..linalg.more import multi_dot
     if len(matrices) == 1:
         return matrices[0].clone()
     return multi_dot(matrices)

@@ -198,7 +198,7 @@ def frexp(input):
 @method
 def dist(input, other, p=2):
     """The p-norm of input - other (``linalg.vector_norm``: gradient 0 where they are equal)."""
-    from ..linalg_norms import vector_norm
+    from ..linalg.norms import vector_norm
     return vector_norm(input - other, p)
 
 

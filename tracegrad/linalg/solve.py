@@ -4,20 +4,20 @@ Both are primitives over LAPACK (through NumPy or CuPy), batched, with broadcast
 for ``solve``. Their VJPs are solves again (``inv``: -A^-T g A^-T; ``solve``: the adjoint
 system A^T X = g), so gradients are differentiable again; ``_solve_right`` (x @ inv(a)) is
 the form the decompositions' rules use. Inputs are checked with PyTorch's wording, and a
-singular matrix raises PyTorch's error (``linalg_checks``).
+singular matrix raises PyTorch's error (``linalg.checks``).
 """
 from collections import namedtuple
 
 import numpy as np
 
-from . import _hooks, dtypes
-from .linalg_checks import (
+from .. import _hooks, dtypes
+from ..ops.core import Primitive, bind, op_error
+from ..ops.linalg import matmul
+from ..ops.rules import broadcast
+from ..ops.shape_ops import squeeze, transpose, unsqueeze
+from .checks import (
     check, float_rule, lapack, matrix_problem, run, same_dtype_problem, square_rule,
 )
-from .ops.core import Primitive, bind, op_error
-from .ops.linalg import matmul
-from .ops.rules import broadcast
-from .ops.shape_ops import squeeze, transpose, unsqueeze
 
 
 _inv_ex_result = namedtuple("torch_return_types_linalg_inv_ex", ["inverse", "info"])
@@ -112,9 +112,9 @@ def solve(A, B, *, left=True):
 
 def _getrf_info(A):
     """0, or the 1-based index of the first zero pivot, per matrix of the batch."""
-    from .linalg_lu import lu_info_p        # linalg_lu builds on this module
+    from .lu import lu_info_p        # lu builds on this module
     if 0 in A.shape:        # no matrix, or 0 x 0 ones: nothing fails (and getrf has no batch)
-        from .creation import zeros
+        from ..creation import zeros
         return zeros(A.shape[:-2], dtype=dtypes.int32, device=A.device)
     return bind(lu_info_p, A)
 
@@ -122,8 +122,8 @@ def _getrf_info(A):
 def _on_invertible(fn, A, info, *rest):
     """``fn(A, *rest)`` with the singular matrices of the batch swapped for the identity,
     their results then NaN (what a caller that checks ``info`` throws away)."""
-    from .creation import eye
-    from .ops.elementwise import where
+    from ..creation import eye
+    from ..ops.elementwise import where
     ok = (info == 0)[..., None, None]
     out = fn(where(ok, A, eye(A.shape[-1], dtype=A.dtype, device=A.device)), *rest)
     return where(ok if out.ndim >= A.ndim else ok[..., 0], out, float("nan"))   # B a vector

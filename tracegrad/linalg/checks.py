@@ -17,8 +17,8 @@ positive-definite), is LAPACK's: an implementation calls it through ``lapack``, 
 """
 import numpy as np
 
-from . import dtypes
-from .ops.core import bind, op_error
+from .. import dtypes
+from ..ops.core import bind, op_error
 
 
 def scalar_name(dtype):
@@ -129,7 +129,7 @@ def lapack(op, message, fn, *args, **kwargs):
 def run(prim, *args, **params):
     """``bind(prim, ...)``; a ``LinalgError`` of its implementation is raised as PyTorch's
     ``LinAlgError``, naming its op and the user's line (``bind`` names the primitive,
-    ``linalg_inv``, instead)."""
+    ``linalg.inv``, instead)."""
     try:
         return bind(prim, *args, **params)
     except RuntimeError as e:

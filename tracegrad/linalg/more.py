@@ -11,23 +11,23 @@ the triangle, as PyTorch's), ``multi_dot``, ``vecdot``, ``vander``, ``diagonal``
 ``cond``, ``tensorinv``, ``tensorsolve``, ``cross``, and the old API: ``tracegrad.cholesky``,
 ``cholesky_solve``, ``cholesky_inverse``, ``svd`` (U, S, V), ``qr``, ``pinverse``,
 ``matrix_exp``, ``triangular_solve``. The ``*_ex`` forms are re-exported from beside their
-factorisations (``linalg_decomp``, ``linalg_solve``).
+factorisations (``linalg.decomp``, ``linalg.solve``).
 """
 import math
 from collections import namedtuple
 
 import numpy as np
 
-from .linalg_checks import check, float_rule, square_rule
-from .linalg_decomp import cholesky, cholesky_ex, qr, svd, svdvals  # noqa: F401 - re-exported
-from .linalg_norms import matrix_norm
-from .linalg_solve import _mT, inv, inv_ex, solve, solve_ex  # noqa: F401 - re-exported
-from .ops.core import Primitive, bind, op_error
-from .ops.declare import method
-from .ops.linalg import matmul
-from .ops.more_ops import diagonal as _diagonal, tril, triu
-from .ops.reduce_ops import sum
-from .ops.shape_ops import cat, reshape
+from ..ops.core import Primitive, bind, op_error
+from ..ops.declare import method
+from ..ops.linalg import matmul
+from ..ops.more_ops import diagonal as _diagonal, tril, triu
+from ..ops.reduce_ops import sum
+from ..ops.shape_ops import cat, reshape
+from .checks import check, float_rule, square_rule
+from .decomp import cholesky, cholesky_ex, qr, svd, svdvals  # noqa: F401 - re-exported
+from .norms import matrix_norm
+from .solve import _mT, inv, inv_ex, solve, solve_ex  # noqa: F401 - re-exported
 
 _svd_result = namedtuple("torch_return_types_svd", ["U", "S", "V"])
 _qr_result = namedtuple("torch_return_types_qr", ["Q", "R"])
@@ -83,7 +83,7 @@ def _expm_impl(xp, a):
 def _expm_grad(g, a):
     """The adjoint of exp's Frechet derivative at a, applied to g: the upper-right block of
     exp([[a^T, g], [0, a^T]])."""
-    from .creation import zeros
+    from ..creation import zeros
     n = a.shape[-1]
     at = _mT(a)
     top = cat([at, g], -1)
@@ -157,7 +157,7 @@ def pinverse(input, rcond=1e-15):
 # triangular systems -------------------------------------------------------------------------
 
 def _triangle(A, upper, unitriangular):
-    from .creation import eye
+    from ..creation import eye
     t = triu(A) if upper else tril(A)
     if unitriangular:
         n = A.shape[-1]
@@ -205,7 +205,7 @@ def vecdot(x, y, *, dim=-1):
 
 def vander(x, *, N=None):
     """Columns x^0, x^1, ..., x^(N-1) (increasing powers, as ``torch.linalg.vander``)."""
-    from .ops.shape_ops import stack
+    from ..ops.shape_ops import stack
     if x.ndim == 0:
         x = reshape(x, (1,))
     n = x.shape[-1] if N is None else N
@@ -244,7 +244,7 @@ def tensorinv(A, ind=2):
 
 def tensorsolve(A, B, dims=None):
     """X with tensordot(A, X, X.ndim) = B."""
-    from .ops.shape_ops import movedim
+    from ..ops.shape_ops import movedim
     if dims is not None:
         A = movedim(A, list(dims), list(range(A.ndim - len(dims), A.ndim)))
     rest = A.shape[B.ndim:]
@@ -255,7 +255,7 @@ def tensorsolve(A, B, dims=None):
 
 def cross(input, other, *, dim=-1):
     """The cross product of 3-vectors along ``dim`` (broadcast)."""
-    from .ops.shape_ops import broadcast_tensors, stack
+    from ..ops.shape_ops import broadcast_tensors, stack
     if input.ndim != other.ndim:
         raise op_error("linalg.cross", "inputs must have the same number of dimensions.")
     a, b = broadcast_tensors(input, other)
@@ -264,7 +264,7 @@ def cross(input, other, *, dim=-1):
         raise op_error("linalg.cross", f"inputs dimension {dim} must have length 3. Got "
                                        f"{input.shape[d] if d < input.ndim else '?'} and "
                                        f"{other.shape[d] if d < other.ndim else '?'}")
-    from .ops.shape_ops import narrow, squeeze
+    from ..ops.shape_ops import narrow, squeeze
     ax = [squeeze(narrow(a, d, i, 1), d) for i in range(3)]
     bx = [squeeze(narrow(b, d, i, 1), d) for i in range(3)]
     return stack([ax[1] * bx[2] - ax[2] * bx[1], ax[2] * bx[0] - ax[0] * bx[2],
@@ -293,7 +293,7 @@ def cholesky_inverse(L, upper=False):
 def legacy_svd(input, some=True, compute_uv=True):
     """``torch.svd``: ``(U, S, V)`` with V, not V^H; ``some=False`` gives the full U and V."""
     if not compute_uv:
-        from .creation import zeros
+        from ..creation import zeros
         m, n = input.shape[-2:]
         s = svdvals(input)
         return _svd_result(zeros(input.shape[:-2] + (m, m if not some else min(m, n)),

@@ -7,14 +7,14 @@ errors are PyTorch's; an integer input is refused even with a floating ``dtype=`
 """
 import math
 
-from .linalg_checks import check, dtype_problem
-from .linalg_decomp import svdvals
-from .ops.composite import isfinite
-from .ops.core import op_error
-from .ops.elementwise import abs, sqrt, where
-from .ops.reduce_ops import amax, amin, sum
-from .ops.rules import norm_dim
-from .ops.shape_ops import squeeze, unsqueeze
+from ..ops.composite import isfinite
+from ..ops.core import op_error
+from ..ops.elementwise import abs, sqrt, where
+from ..ops.reduce_ops import amax, amin, sum
+from ..ops.rules import norm_dim
+from ..ops.shape_ops import squeeze, unsqueeze
+from .checks import check, dtype_problem
+from .decomp import svdvals
 
 
 def _safe_root(total, p):

@@ -2,10 +2,10 @@
 ``linalg.lu``, ``linalg.lu_solve``, and the older ``torch.lu``, ``torch.lu_solve``,
 ``torch.lu_unpack``.
 
-``linalg_lu`` is a primitive whose result is LAPACK's packed factor (L below the diagonal,
+``linalg.lu`` is a primitive whose result is LAPACK's packed factor (L below the diagonal,
 its unit diagonal implied, U on and above it), square or rectangular, batched; its pivots
 (LAPACK's 1-based row swaps, int32) come from a second primitive without a gradient. The
-VJP is PyTorch's ``linalg_lu_backward`` (square, wide and tall cases), written with
+VJP is PyTorch's ``linalg.lu_backward`` (square, wide and tall cases), written with
 triangular solves, so it differentiates again; P, L and U, and the solves, are composites
 of the packed factor.
 """
@@ -13,14 +13,14 @@ from collections import namedtuple
 
 import numpy as np
 
-from . import dtypes
-from .linalg_checks import check
-from .linalg_more import solve_triangular
-from .linalg_solve import _mT
-from .ops.core import Primitive, bind, op_error
-from .ops.linalg import matmul
-from .ops.more_ops import tril, triu
-from .ops.shape_ops import cat, narrow
+from .. import dtypes
+from ..ops.core import Primitive, bind, op_error
+from ..ops.linalg import matmul
+from ..ops.more_ops import tril, triu
+from ..ops.shape_ops import cat, narrow
+from .checks import check
+from .more import solve_triangular
+from .solve import _mT
 
 _lu_factor_result = namedtuple("torch_return_types_linalg_lu_factor", ["LU", "pivots"])
 _lu_factor_ex_result = namedtuple("torch_return_types_linalg_lu_factor_ex",
@@ -91,7 +91,7 @@ def _permutation(pivots, m, like):
 
 def _unit_lower(LU, k):
     """L (m x k, unit diagonal) from the packed factor."""
-    from .creation import eye
+    from ..creation import eye
     m = LU.shape[-2]
     part = narrow(LU, -1, 0, k) if LU.shape[-1] != k else LU
     return tril(part, -1) + eye(m, k, dtype=LU.dtype, device=LU.device)
@@ -223,7 +223,7 @@ def legacy_lu_solve(b, LU_data, LU_pivots):
 def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
     """``(P, L, U)`` from a packed factor and its pivots (empty tensors for the parts not
     asked for)."""
-    from .creation import empty
+    from ..creation import empty
     m, n = LU_data.shape[-2:]
     k = min(m, n)
     P = _permutation(LU_pivots, m, LU_data) if unpack_pivots else empty(0, dtype=LU_data.dtype)

@@ -8,19 +8,19 @@ outputs' rules add up to the joint rule. Every rule is written with tracegrad op
 rules call the decompositions again, and ``solve``), so gradients are differentiable again.
 Where a gradient is not defined (repeated eigen or singular values, ``qr``'s ``mode='r'``)
 the conventions are PyTorch's (see ``tracegrad.linalg``). Inputs are checked with
-PyTorch's wording before a primitive is bound (``linalg_checks``).
+PyTorch's wording before a primitive is bound (``linalg.checks``).
 """
 from collections import namedtuple
 
 import numpy as np
 
-from . import _hooks, dtypes
-from .linalg_checks import check, float_rule, lapack, rule_check, run, square_rule
-from .linalg_solve import _mT, _solve_right, solve
-from .ops.core import Primitive, bind, op_error
-from .ops.linalg import matmul
-from .ops.more_ops import diag_embed, diagonal, tril
-from .ops.shape_ops import cat, narrow, unsqueeze
+from .. import _hooks, dtypes
+from ..ops.core import Primitive, bind, op_error
+from ..ops.linalg import matmul
+from ..ops.more_ops import diag_embed, diagonal, tril
+from ..ops.shape_ops import cat, narrow, unsqueeze
+from .checks import check, float_rule, lapack, rule_check, run, square_rule
+from .solve import _mT, _solve_right, solve
 
 _eigh_result = namedtuple("torch_return_types_linalg_eigh", ["eigenvalues", "eigenvectors"])
 _svd_result = namedtuple("torch_return_types_linalg_svd", ["U", "S", "Vh"])
@@ -112,8 +112,8 @@ def cholesky_ex(A, *, upper=False, check_errors=False):
     definite; there L is NaN (LAPACK leaves a partial factor, which PyTorch returns), and
     with ``check_errors`` it raises. Under compile both stay in the graph: the factor is of
     A with the failing matrices swapped for the identity, then masked."""
-    from .creation import eye
-    from .ops.elementwise import where
+    from ..creation import eye
+    from ..ops.elementwise import where
     check("linalg.cholesky", A)
     info = bind(cholesky_info_p, A)
     if check_errors or _hooks.tracer is None and not bool(info.any()):

@@ -22,17 +22,17 @@ from collections import namedtuple
 
 import numpy as np
 
-from . import dtypes
-from .linalg_checks import (
+from .. import dtypes
+from ..ops.core import Primitive, bind, op_error, user_site
+from ..ops.declare import method
+from ..ops.linalg import matmul
+from ..ops.more_ops import tril
+from ..ops.shape_ops import narrow, unsqueeze
+from .checks import (
     LinAlgError, LinalgError, dtype_problem, matrix_problem, run, scalar_name,
     same_dtype_problem,
 )
-from .linalg_solve import _mT
-from .ops.core import Primitive, bind, op_error, user_site
-from .ops.declare import method
-from .ops.linalg import matmul
-from .ops.more_ops import tril
-from .ops.shape_ops import narrow, unsqueeze
+from .solve import _mT
 
 _ldl_factor_result = namedtuple("torch_return_types_linalg_ldl_factor", ["LD", "pivots"])
 _ldl_factor_ex_result = namedtuple("torch_return_types_linalg_ldl_factor_ex",
@@ -229,7 +229,7 @@ def ldl_solve(LD, pivots, B, *, hermitian=False):
 
 def _reflectors(A, k):
     """V (*, m, k): the reflectors' vectors, ones on the diagonal, A's entries below it."""
-    from .creation import eye
+    from ..creation import eye
     part = narrow(A, -1, 0, k)
     return tril(part, -1) + eye(A.shape[-2], k, dtype=A.dtype, device=A.device)
 
@@ -273,14 +273,14 @@ def householder_product(A, tau):
     """The first n columns of H_1 H_2 ... H_k (A is (*, m, n), m >= n >= k, tau (*, k)):
     ``orgqr``, the Q of a QR from ``geqrf``'s packed output."""
     _check_householder("torch.linalg.householder_product", A, tau)
-    from .creation import eye
-    from .ops.shape_ops import broadcast_to
+    from ..creation import eye
+    from ..ops.shape_ops import broadcast_to
     m, n = A.shape[-2:]
     k = tau.shape[-1]
     Q = broadcast_to(eye(m, n, dtype=A.dtype, device=A.device), A.shape)
     if k == 0:      # the identity's columns; where, so that A's gradient is zero, not NaN
-        from .creation import ones
-        from .ops.elementwise import where
+        from ..creation import ones
+        from ..ops.elementwise import where
         return where(ones(A.shape, dtype=dtypes.bool, device=A.device), Q, A)
     return _apply(Q, _reflectors(A, k), tau, range(k - 1, -1, -1), left=True)
 

@@ -1,55 +1,25 @@
-"""``tracegrad.linalg``: PyTorch's ``torch.linalg`` over NumPy's LAPACK bindings.
-
-The namespace, and the functions built on the parts: ``det``/``slogdet`` (whose gradient
-comes from the SVD), ``lstsq`` (through a QR), ``matrix_rank`` and ``matrix_power``, with the
-``Tensor`` methods ``det``, ``logdet``, ``slogdet`` and ``inverse``. The parts:
-
-- ``linalg_solve``: ``inv`` and ``solve``, the linear systems the other rules build on;
-- ``linalg_decomp``: ``cholesky``, ``qr``, ``eigh``/``eigvalsh``, ``svd``/``svdvals``, one
-  primitive per output (a primitive has one result; VJPs add up over the outputs);
-- ``linalg_norms``: ``vector_norm``, ``matrix_norm``, ``norm``;
-- ``linalg_ldl``: ``ldl_factor``/``ldl_factor_ex``/``ldl_solve`` (LAPACK's Bunch-Kaufman
-  ``sytrf``/``sytrs``, not differentiable, as in PyTorch), ``householder_product`` (and
-  ``torch.orgqr``, ``ormqr``, ``geqrf``), and ``LinAlgError``;
-- ``linalg_checks``: PyTorch's checks of the inputs, so that an error starts with PyTorch's
-  words for the function (``linalg.inv: A must be batches of square matrices, ...``) and
-  ends with the user's line; LAPACK's failures (a singular matrix) say the same.
-
-Every rule is written with tracegrad ops, so gradients are differentiable again.
-
-All functions take batches (``(*, m, n)``) and real floating inputs. Conventions for
-degenerate inputs follow PyTorch:
-
-- ``eigh``/``svd``: the gradient of the eigen/singular vectors involves 1 / (l_j - l_i)
-  (1 / (s_j**2 - s_i**2)); with repeated eigen/singular values it is not defined (inf or
-  NaN), as in PyTorch. The gradient through the values alone is always defined.
-- ``det``: the gradient is the cofactor matrix (the adjugate's transpose), computed from
-  the SVD, so it is right for singular matrices too; its derivative again needs distinct
-  singular values.
-- ``inv``/``solve`` of a singular matrix raise; ``slogdet`` gives ``logabsdet = -inf``.
-- ``qr``: differentiable for ``mode='reduced'``, and for ``'complete'`` when m <= n;
-  ``mode='r'`` returns an empty Q and R is not differentiable.
-- ``svd(full_matrices=True)``: the gradient uses the first min(m, n) columns of U and rows
-  of Vh (the others are not unique) and ignores the cotangent of the rest.
-"""
+"""The functions of ``tracegrad.linalg`` built on its parts: ``det``/``slogdet`` (whose
+gradient comes from the SVD), ``lstsq`` (through a QR), ``matrix_rank`` and
+``matrix_power``, with the ``Tensor`` methods ``det``, ``logdet``, ``slogdet`` and
+``inverse``."""
 import math
 from collections import namedtuple
 
 import numpy as np
 
-from . import dtypes
-from .linalg_checks import (
+from .. import dtypes
+from ..ops.core import Primitive, op_error
+from ..ops.declare import method
+from ..ops.elementwise import where
+from ..ops.linalg import matmul
+from ..ops.more_ops import cumprod
+from ..ops.shape_ops import broadcast_to, cat, flip, narrow, squeeze, unsqueeze
+from .checks import (
     check, float_rule, lapack, matrix_problem, run, scalar_name, square_rule,
 )
-from .linalg_decomp import cholesky, eigh, eigvalsh, qr, svd, svdvals
-from .linalg_norms import matrix_norm, norm, vector_norm
-from .linalg_solve import _mT, inv, solve
-from .ops.core import Primitive, op_error
-from .ops.declare import method
-from .ops.elementwise import where
-from .ops.linalg import matmul
-from .ops.more_ops import cumprod
-from .ops.shape_ops import broadcast_to, cat, flip, narrow, squeeze, unsqueeze
+from .decomp import cholesky, eigh, eigvalsh, qr, svd, svdvals
+from .norms import matrix_norm, norm, vector_norm
+from .solve import _mT, inv, solve
 
 _slogdet_result = namedtuple("torch_return_types_linalg_slogdet", ["sign", "logabsdet"])
 _lstsq_result = namedtuple("torch_return_types_linalg_lstsq",
@@ -161,8 +131,8 @@ def lstsq(A, B, rcond=None, *, driver=None):
     else:
         q, r = qr(_mT(A))
         x = matmul(q, solve(_mT(r), b))
-    from .creation import tensor
-    from .ops.reduce_ops import sum
+    from ..creation import tensor
+    from ..ops.reduce_ops import sum
 
     def empty(dtype=A.dtype):
         return tensor(np.zeros((0,), dtype.np))
@@ -210,8 +180,8 @@ def matrix_rank(A, tol=None, hermitian=False, *, atol=None, rtol=None):
         atol, rtol = tol, 0.0
     if atol is None and rtol is None:
         return run(matrix_rank_p, A, hermitian=bool(hermitian))
-    from .ops.elementwise import abs, maximum
-    from .ops.reduce_ops import amax, sum
+    from ..ops.elementwise import abs, maximum
+    from ..ops.reduce_ops import amax, sum
     m, n = A.shape[-2], A.shape[-1]
     if rtol is None:
         rtol = 0.0 if _positive(atol) else max(m, n) * float(np.finfo(A.dtype.np).eps)
@@ -262,7 +232,7 @@ def matrix_power(A, n):
     if n < 0:
         return matrix_power(inv(A), -n)
     if n == 0:      # the identity, whatever A holds (NaN and inf included), batched as A
-        from .creation import eye, ones
+        from ..creation import eye, ones
         identity = broadcast_to(eye(A.shape[-1], dtype=A.dtype, device=A.device), A.shape)
         # where, not identity + 0 * A: a differentiable result with a zero gradient for A
         # (PyTorch's requires grad) that NaN or inf entries of A cannot reach
@@ -271,20 +241,3 @@ def matrix_power(A, n):
     for _ in range(n - 1):
         out = matmul(out, A)
     return out
-
-
-from .linalg_lu import lu, lu_factor, lu_factor_ex, lu_solve  # noqa: E402
-from .linalg_ldl import (  # noqa: E402
-    LinAlgError, householder_product, ldl_factor, ldl_factor_ex, ldl_solve,
-)
-from .linalg_more import (  # noqa: E402 - built on the functions above
-    cholesky_ex, cond, cross, diagonal, inv_ex, matrix_exp, multi_dot, pinv, solve_ex,
-    solve_triangular, tensorinv, tensorsolve, vander, vecdot,
-)
-
-__all__ = ["inv", "solve", "det", "slogdet", "cholesky", "qr", "eigh", "eigvalsh", "svd",
-           "svdvals", "lstsq", "matrix_rank", "norm", "vector_norm", "matrix_norm", "matrix_power",
-           "cholesky_ex", "cond", "cross", "diagonal", "inv_ex", "matrix_exp", "multi_dot",
-           "pinv", "solve_ex", "solve_triangular", "tensorinv", "tensorsolve", "vander",
-           "vecdot", "lu", "lu_factor", "lu_factor_ex", "lu_solve", "ldl_factor", "ldl_factor_ex",
-           "ldl_solve", "householder_product", "LinAlgError"]
