@@ -11,30 +11,16 @@ shared tensor or module once. ``__call__`` runs the forward pre-hooks,
 ``to``/``float``/``double``/``cuda`` convert parameters in place (assigning
 ``.data``, as PyTorch does) so an optimizer built before the move keeps
 updating the same objects; buffers are replaced by their converted values.
+
+The state-dict methods are ``module_state``'s, the full backward hooks ``module_hooks``'s.
 """
-import collections.abc
-import itertools
-from collections import OrderedDict
-
-from .. import _hooks, creation
-from ..autograd import grad_mode
-from ..autograd.function import Function
+from .. import _hooks
 from ..autograd.grad_mode import no_grad
-from ..autograd.graph import RemovableHandle, _HookDict
+from ..autograd.graph import _HookDict
 from ..tensor import Tensor, parse_to_args
+from .module_hooks import _add_hook, _BackwardHooks
+from .module_state import StateDictMixin, _IncompatibleKeys  # noqa: F401 - PyTorch's name
 from .parameter import Parameter
-
-
-class _IncompatibleKeys(collections.namedtuple("IncompatibleKeys",
-                                               ["missing_keys", "unexpected_keys"])):
-    __slots__ = ()
-
-    def __repr__(self):
-        if not self.missing_keys and not self.unexpected_keys:
-            return "<All keys matched successfully>"
-        return super().__repr__()
-
-    __str__ = __repr__
 
 
 def _addindent(s, num_spaces):
@@ -47,18 +33,6 @@ def _addindent(s, num_spaces):
 
 def _typename(obj):
     return obj.type() if isinstance(obj, Tensor) else type(obj).__name__
-
-
-def _add_hook(hooks, entry, prepend):
-    handle = RemovableHandle(hooks)
-    hooks[handle.id] = entry
-    if prepend:          # the handle holds the dict weakly, so reorder it in place
-        rest = [(k, v) for k, v in hooks.items() if k != handle.id]
-        hooks.clear()
-        hooks[handle.id] = entry
-        hooks.update(rest)
-    return handle
-
 
 
 def zero_grads(params, set_to_none=True):
@@ -79,107 +53,7 @@ def zero_grads(params, set_to_none=True):
                 p.grad.requires_grad_(False)
             p.grad.zero_()
 
-class _HookIdentity(Function):
-    """The identity on a module's tensor inputs or outputs that need gradients; its backward
-    hands the gradients to ``_BackwardHooks`` (PyTorch's ``BackwardHookFunction``)."""
-
-    @staticmethod
-    def forward(ctx, on_backward, *tensors):
-        ctx.on_backward = on_backward
-        return tensors
-
-    @staticmethod
-    def backward(ctx, *grads):
-        return (None,) + tuple(ctx.on_backward(grads))
-
-
-class _BackwardHooks:
-    """One call's full backward hooks: the output identity records ``grad_output`` (after the
-    pre-hooks), the input identity calls the hooks with ``grad_input`` and ``grad_output``.
-    Gradient tuples have one entry per positional argument: None for a non-tensor, zeros
-    for a tensor that needs no gradient (as PyTorch reports them)."""
-
-    def __init__(self, module):
-        self.module = module
-        self.grad_outputs = None
-        self.input_index = None
-
-    @staticmethod
-    def _wrap(values, on_backward):
-        """``(values with the identity applied, positions of those that need grads, the
-        packing template)``; positions are None when nothing needs a gradient."""
-        template = [creation.zeros_like(v) if isinstance(v, Tensor) else None for v in values]
-        idx = [i for i, v in enumerate(values) if isinstance(v, Tensor) and v.requires_grad]
-        if not grad_mode.is_grad_enabled() or not idx:
-            return values, None, template
-        new = _HookIdentity.apply(on_backward, *[values[i] for i in idx])
-        new = new if isinstance(new, tuple) else (new,)
-        values = list(values)
-        for i, t in zip(idx, new):
-            values[i] = t
-        return tuple(values), idx, template
-
-    @staticmethod
-    def _pack(idx, grads, template):
-        out = list(template)
-        for i, g in zip(idx, grads):
-            out[i] = g
-        return tuple(out)
-
-    def wrap_inputs(self, args):
-        args, self.input_index, self.input_template = self._wrap(args, self._on_input_grads)
-        return args
-
-    def wrap_outputs(self, result):
-        single = not isinstance(result, tuple)
-        outs = (result,) if single else result
-        outs, self.output_index, self.output_template = self._wrap(outs, self._on_output_grads)
-        return outs[0] if single else outs
-
-    def _on_output_grads(self, grads):
-        grad_outputs = self._pack(self.output_index, grads, self.output_template)
-        for hook in list(self.module._backward_pre_hooks.values()):
-            res = hook(self.module, grad_outputs)
-            if res is None:
-                continue
-            res = tuple(res) if isinstance(res, (tuple, list)) else (res,)
-            if len(res) != len(grad_outputs):
-                raise RuntimeError(f"Backward pre hook returned an invalid number of "
-                                   f"grad_output, got {len(res)}, but expected "
-                                   f"{len(grad_outputs)}")
-            grad_outputs = res
-        if self.input_index is None:
-            # no input needs a gradient: the hooks fire now, with grad_input all None
-            grad_inputs = (None,) * len(self.input_template)
-            for hook in list(self.module._backward_hooks.values()):
-                res = hook(self.module, grad_inputs, grad_outputs)
-                if res is not None and not all(r is None for r in res):
-                    raise RuntimeError("Backward hook for Modules where no input requires "
-                                       "gradient should always return None or None for all "
-                                       "gradients.")
-        else:
-            self.grad_outputs = grad_outputs
-        return [grad_outputs[i] for i in self.output_index]
-
-    def _on_input_grads(self, grads):
-        if self.grad_outputs is None:
-            # the gradient reached the inputs without passing through the outputs
-            return grads
-        grad_inputs = self._pack(self.input_index, grads, self.input_template)
-        for hook in list(self.module._backward_hooks.values()):
-            res = hook(self.module, grad_inputs, self.grad_outputs)
-            if res is None:
-                continue
-            res = tuple(res) if isinstance(res, (tuple, list)) else (res,)
-            if len(res) != len(grad_inputs):
-                raise RuntimeError(f"Backward hook returned an invalid number of grad_input, "
-                                   f"got {len(res)}, but expected {len(grad_inputs)}")
-            grad_inputs = res
-        self.grad_outputs = None
-        return [grad_inputs[i] for i in self.input_index]
-
-
-class Module:
+class Module(StateDictMixin):
     """Base class for all neural network modules; subclasses define ``forward``."""
 
     training: bool
@@ -414,107 +288,6 @@ class Module:
             module.apply(fn)
         fn(self)
         return self
-
-    # state dict ---------------------------------------------------------------------------
-    def _save_to_state_dict(self, destination, prefix, keep_vars):
-        for name, p in self._parameters.items():
-            if p is not None:
-                destination[prefix + name] = p if keep_vars else p.detach()
-        for name, b in self._buffers.items():
-            if b is not None and name not in self._non_persistent_buffers_set:
-                destination[prefix + name] = b if keep_vars else b.detach()
-
-    def state_dict(self, *, destination=None, prefix="", keep_vars=False):
-        """Parameters and persistent buffers by dotted name (detached unless keep_vars)."""
-        if destination is None:
-            destination = OrderedDict()
-        self._save_to_state_dict(destination, prefix, keep_vars)
-        for name, module in self._modules.items():
-            if module is not None:
-                module.state_dict(destination=destination, prefix=prefix + name + ".",
-                                  keep_vars=keep_vars)
-        return destination
-
-    def _load_from_state_dict(self, state_dict, prefix, missing_keys, unexpected_keys,
-                              error_msgs, assign):
-        local_state = {k: v for k, v in itertools.chain(
-            self._parameters.items(),
-            ((k, v) for k, v in self._buffers.items()
-             if k not in self._non_persistent_buffers_set)) if v is not None}
-        for name, param in local_state.items():
-            key = prefix + name
-            if key not in state_dict:
-                missing_keys.append(key)
-                continue
-            value = state_dict[key]
-            if not isinstance(value, Tensor):
-                error_msgs.append(f'While copying the parameter named "{key}", expected '
-                                  f'tracegrad.Tensor or Tensor-like object from checkpoint but '
-                                  f'received {type(value)}')
-                continue
-            if param.ndim == 0 and value.shape == (1,):   # PyTorch 0.3 checkpoints
-                value = value[0]
-            if value.shape != param.shape:
-                error_msgs.append(f"size mismatch for {key}: copying a param with shape "
-                                  f"{value.shape} from checkpoint, the shape in current model "
-                                  f"is {param.shape}.")
-                continue
-            try:
-                with no_grad():
-                    if assign:
-                        self._assign(name, param, value)
-                    else:
-                        param.copy_(value)
-            except Exception as exc:   # noqa: BLE001 - reported with the others, as PyTorch does
-                error_msgs.append(f'While copying the parameter named "{key}", whose dimensions '
-                                  f'in the model are {param.shape} and whose dimensions in the '
-                                  f'checkpoint are {value.shape}, an exception occurred : '
-                                  f'{exc.args}.')
-        for key in state_dict:
-            if key.startswith(prefix):
-                head = key[len(prefix):].split(".", 1)
-                known = self._modules if len(head) > 1 else local_state
-                if head[0] not in known:
-                    unexpected_keys.append(key)
-
-    def _assign(self, name, param, value):
-        if name in self._parameters:
-            if not isinstance(value, Parameter):
-                value = Parameter(value.detach(), requires_grad=param.requires_grad)
-            self._parameters[name] = value
-        else:
-            self._buffers[name] = value
-
-    def load_state_dict(self, state_dict, strict=True, assign=False):
-        """Copy ``state_dict``'s tensors into this module's parameters and buffers.
-
-        Shape mismatches always raise; missing and unexpected keys raise when ``strict``.
-        Returns ``(missing_keys, unexpected_keys)``.
-        """
-        if not isinstance(state_dict, collections.abc.Mapping):
-            raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
-        missing, unexpected, errors = [], [], []
-
-        def load(module, local, prefix):
-            module._load_from_state_dict(local, prefix, missing, unexpected, errors, assign)
-            for name, child in module._modules.items():
-                if child is not None:
-                    child_prefix = prefix + name + "."
-                    load(child, {k: v for k, v in local.items() if k.startswith(child_prefix)},
-                         child_prefix)
-
-        load(self, OrderedDict(state_dict), "")
-        if strict:
-            if unexpected:
-                errors.insert(0, "Unexpected key(s) in state_dict: {}. ".format(
-                    ", ".join(f'"{k}"' for k in unexpected)))
-            if missing:
-                errors.insert(0, "Missing key(s) in state_dict: {}. ".format(
-                    ", ".join(f'"{k}"' for k in missing)))
-        if errors:
-            raise RuntimeError("Error(s) in loading state_dict for {}:\n\t{}".format(
-                type(self).__name__, "\n\t".join(errors)))
-        return _IncompatibleKeys(missing, unexpected)
 
     # conversion ---------------------------------------------------------------------------
     def _apply(self, fn):
