@@ -17,8 +17,7 @@ from ..ops.shape_ops import broadcast_to, cat, flip, narrow, squeeze, unsqueeze
 from .checks import (
     check, float_rule, lapack, matrix_problem, run, scalar_name, square_rule,
 )
-from .decomp import cholesky, eigh, eigvalsh, qr, svd, svdvals
-from .norms import matrix_norm, norm, vector_norm
+from .decomp import eigvalsh, qr, svd, svdvals
 from .solve import _mT, inv, solve
 
 _slogdet_result = namedtuple("torch_return_types_linalg_slogdet", ["sign", "logabsdet"])
