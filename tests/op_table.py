@@ -439,7 +439,7 @@ op("stack[dim0]", lambda lib, a, b: lib.stack([a, b]), lambda a, b: np.stack([a,
 op("stack[dim-1]", lambda lib, a, b, c: lib.stack([a, b, c], -1),
    lambda a, b, c: np.stack([a, b, c], -1), [(3,), (3,), (3,)], ["stack"])
 op("split[2]", lambda lib, x: lib.split(x, 2), lambda x: tuple(np.split(x, [2, 4])),
-   [(5, 2)], ["index"])
+   [(5, 2)], ["index", "index_backward_sum"])
 op("split[sizes,dim1]", lambda lib, x: x.split([1, 3], dim=1),
    lambda x: tuple(np.split(x, [1], axis=1)), [(2, 4)], ["index"])
 op("chunk", lambda lib, x: lib.chunk(x, 3, 1), lambda x: tuple(np.split(x, [2, 4], 1)),
@@ -447,7 +447,10 @@ op("chunk", lambda lib, x: lib.chunk(x, 3, 1), lambda x: tuple(np.split(x, [2, 4
 op("chunk[method]", lambda lib, x: x.chunk(2), lambda x: tuple(np.split(x, [2])), [(4, 2)],
    ["index"])
 op("unbind", lambda lib, x: lib.unbind(x, 1), lambda x: tuple(x[:, i] for i in range(3)),
-   [(2, 3)], ["index"])
+   [(2, 3)], ["index", "index_backward_sum"])
+# overlapping basic slices of one tensor: their gradients add up in one buffer
+op("getitem[overlapping slices]", lambda lib, x: x[0:3] * x[1:4] + x[2],
+   lambda x: x[0:3] * x[1:4] + x[2], [(4, 3)], ["index", "index_backward_sum"])
 op("narrow", lambda lib, x: lib.narrow(x, 1, 1, 2), lambda x: x[:, 1:3], [(3, 4)], ["index"])
 op("flip", lambda lib, x: lib.flip(x, (0, 1)), lambda x: x[::-1, ::-1], [(3, 4)], ["index"])
 op("movedim", lambda lib, x: lib.movedim(x, 0, 2), lambda x: np.moveaxis(x, 0, 2),

@@ -28,6 +28,21 @@ _gm = grad_mode._state
 # The profiler's wrapper around ``_run_node`` while it records, else None. Checked once per
 # backward call: when set, every node takes the general path so that it can be timed.
 node_hook = None
+# prim -> rule(node, grads) giving a node's input gradients lazily (a ``LazyGradient``: the
+# slices of a basic index, ops/index_ops.py), or None to apply the node as usual
+LAZY_VJP = {}
+
+
+class LazyGradient:
+    """A gradient not made yet: the gradients that reach one node output add up in it
+    (``plus``), and ``tensor()`` makes the sum when the node runs."""
+    __slots__ = ()
+
+    def plus(self, other):
+        raise NotImplementedError
+
+    def tensor(self):
+        raise NotImplementedError
 
 
 def _as_tuple(x):
@@ -256,6 +271,7 @@ def run(outputs, root_grads, retain_graph, create_graph, inputs, accumulate):
     # Without the profiler or anomaly mode, a node with no hooks takes a short path: a plain
     # node is applied, a leaf's AccumulateGrad only captures and accumulates.
     selective = inputs is not None
+    lazy = False            # some node gave a LazyGradient in this run
     prev_mode = _gm.grad_enabled
     _gm.grad_enabled = create_graph
     try:
@@ -263,6 +279,8 @@ def run(outputs, root_grads, retain_graph, create_graph, inputs, accumulate):
             grads = buffers.pop(node, None)
             if grads is None:
                 continue        # no gradient reached this node
+            if lazy:
+                grads = _settled(grads)
             if not (plain and node._tensor_pre_hooks is None and node._pre_hooks is None
                     and node._retain_grad is None and node._post_hooks is None):
                 out = (node_hook or _run_node)(node, grads, captures.get(node), captured, inputs,
@@ -288,7 +306,12 @@ def run(outputs, root_grads, retain_graph, create_graph, inputs, accumulate):
                         if g is None:
                             grads = _materialize(node, grads)
                             break
-                out = node.apply(grads)
+                rule = LAZY_VJP.get(getattr(node, "prim", None)) if LAZY_VJP else None
+                out = rule(node, grads) if rule is not None else None
+                if out is None:
+                    out = node.apply(grads)
+                else:
+                    lazy = True
                 if not retain_graph:
                     node.release()
             for (nxt, nr), g in zip(node.next_functions, out):
@@ -368,10 +391,24 @@ def _run_one_node(out, root_grads, retain_graph, create_graph, inputs, accumulat
     return captured if targets is not None else []
 
 
+def _settled(grads):
+    """A node's gradients with the lazy ones (``LazyGradient``) made tensors."""
+    for i, g in enumerate(grads):
+        if isinstance(g, LazyGradient):
+            grads = list(grads)
+            grads[i] = g.tensor()
+    return grads
+
+
 def _sum(a, b):
     """``a + b`` for two gradients of one node output. Outside ``create_graph``, with no
     tracer or profiler to see the add, two NumPy arrays of one shape and dtype are added
-    directly: a leaf used by many ops receives as many gradients."""
+    directly: a leaf used by many ops receives as many gradients. A lazy gradient
+    (``LazyGradient``) takes the other one in."""
+    if isinstance(a, LazyGradient):
+        return a.plus(b)
+    if isinstance(b, LazyGradient):
+        return b.plus(a)
     da, db = a._data, b._data
     if (type(da) is np.ndarray and type(db) is np.ndarray and da.dtype is db.dtype
             and da.shape == db.shape and not _gm.grad_enabled

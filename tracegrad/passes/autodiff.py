@@ -30,6 +30,7 @@ from ..autograd import grad_mode
 from ..ir import Graph, Value
 from ..ops.core import sum_to_shape, to_copy
 from ..ops.elementwise import add
+from ..ops.index_ops import index_backward, index_backward_sum, index_p
 from ..trace import Tracer
 
 
@@ -65,6 +66,21 @@ def autodiff(graph, wrt, seeds, names=None):
 
     cotangents = []
     ct = {}
+    # value -> [(cotangent, spec)] of the basic slices read from it: added up in one
+    # buffer (index_backward_sum) when the value's cotangent is needed, rather than a
+    # full-size index_backward and add per slice (an LSTM's unbind over time steps)
+    slices = {}
+
+    def gather_slices(v):
+        parts = slices.pop(v, None)
+        if parts is None:
+            return
+        if len(parts) == 1:
+            r = index_backward(parts[0][0], (), parts[0][1], v.aval.shape)
+        else:
+            r = index_backward_sum([g for g, _ in parts], [s for _, s in parts], v.aval.shape)
+        ct[v] = add(ct[v], r) if v in ct else r
+
     with grad_mode.no_grad(), tr.active():
         for i in seeds:
             v = graph.outputs[i]
@@ -75,12 +91,16 @@ def autodiff(graph, wrt, seeds, names=None):
                 t = ph(c)
                 ct[v] = add(ct[v], t) if v in ct else t
         for n in reversed(graph.nodes):
+            tr.site = n.site            # the backward of a line is listed under that line
+            gather_slices(n.out)
             g = ct.pop(n.out, None)
             if g is None:
                 continue
             _name(tr, g, n.out, names, hints)
-            tr.site = n.site            # the backward of a line is listed under that line
             need = [type(v) is Value and v in active for v in n.inputs]
+            if n.prim is index_p and len(n.inputs) == 1 and need[0]:
+                slices.setdefault(n.inputs[0], []).append((g, n.params["spec"]))
+                continue
             for v, r, wanted in zip(n.inputs, _rules(n, g, ph, need), need):
                 if r is None or not wanted:
                     continue
@@ -91,6 +111,9 @@ def autodiff(graph, wrt, seeds, names=None):
                 ct[v] = add(ct[v], r) if v in ct else r
     outputs = list(graph.outputs)
     where = []
+    with grad_mode.no_grad(), tr.active():
+        for i in wrt:
+            gather_slices(graph.inputs[i])
     for i in wrt:
         v = graph.inputs[i]
         g = ct.get(v)
