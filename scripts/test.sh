@@ -19,6 +19,6 @@ fi
 if [ -n "${TRACEGRAD_OPINFO:-}" ]; then
     .venv/bin/python -m pytest -q -p no:cacheprovider -m "not opinfo" "$@"
     exec .venv/bin/python -m pytest -q -p no:cacheprovider -m opinfo tests/test_opinfo.py \
-        tests/test_moduleinfo.py
+        tests/test_moduleinfo.py tests/test_optiminfo.py tests/test_lr_scheduler_sweep.py
 fi
 exec .venv/bin/python -m pytest -q -p no:cacheprovider -m "not opinfo" "$@"

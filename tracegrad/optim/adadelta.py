@@ -20,14 +20,13 @@ import numpy as np
 
 from ..ops import sqrt
 from . import _foreach
-from .optimizer import Optimizer
+from .optimizer import Optimizer, check_lr
 
 
 class Adadelta(Optimizer):
     def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *,
                  capturable=False, maximize=False, differentiable=False):
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
+        check_lr(lr)
         if not 0.0 <= rho <= 1.0:
             raise ValueError(f"Invalid rho value: {rho}")
         if not 0.0 <= eps:
@@ -47,7 +46,7 @@ class Adadelta(Optimizer):
             square_avg, acc_delta = state["square_avg"], state["acc_delta"]
             state["step"].add_(1)
             if weight_decay != 0:
-                grad = grad.add(p, alpha=weight_decay)
+                grad = self._decayed(grad, p, weight_decay)
             square_avg.mul_(rho).add_(grad * (1 - rho) * grad)     # addcmul_, same order
             std = sqrt(square_avg + eps)
             delta = sqrt(acc_delta + eps) / std * grad

@@ -22,14 +22,13 @@ import numpy as np
 from .. import creation, dtypes
 from ..ops import sqrt
 from . import _foreach
-from .optimizer import Optimizer, scalar
+from .optimizer import Optimizer, check_lr, scalar
 
 
 class Adagrad(Optimizer):
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0,
                  eps=1e-10, foreach=None, *, maximize=False, differentiable=False, fused=None):
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
+        check_lr(lr)
         if not 0.0 <= lr_decay:
             raise ValueError(f"Invalid lr_decay value: {lr_decay}")
         if not 0.0 <= weight_decay:
@@ -59,10 +58,11 @@ class Adagrad(Optimizer):
             state["step"].add_(1)
             step = scalar(state["step"])
             if weight_decay != 0:
-                grad = grad.add(p, alpha=weight_decay)
+                grad = self._decayed(grad, p, weight_decay)
             clr = lr / (1 + (step - 1) * lr_decay)
             state_sum.add_(grad * grad)                 # addcmul_(value=1): 1 * g is exact
-            std = sqrt(state_sum).add_(eps)
+            std = sqrt(state_sum)
+            std = std + eps if group["differentiable"] else std.add_(eps)  # sqrt keeps std
             p.add_(grad * -clr / std)                   # addcdiv_
 
     def _fused_group(self, group):

@@ -21,13 +21,32 @@ import numpy as np
 
 from ..ops import maximum, sqrt
 from . import _foreach
+from ..tensor import Tensor
 from .optimizer import Optimizer, check_args, scalar
+
+
+def _check_tensor_options(lr, betas, foreach, capturable):
+    """PyTorch's errors for a tensor ``lr`` or ``betas``: not with ``foreach=True`` unless
+    ``capturable``, and both betas tensors or neither."""
+    if isinstance(lr, Tensor) and foreach and not capturable:
+        raise ValueError("lr as a Tensor is not supported for capturable=False and "
+                         "foreach=True")
+    is_tensor = [isinstance(b, Tensor) for b in betas]
+    if is_tensor[0] != is_tensor[1]:
+        raise ValueError("betas must be either both floats or both Tensors")
+    for i, beta in enumerate(betas):
+        if is_tensor[i] and foreach and not capturable:
+            raise ValueError(f"betas[{i}] as a Tensor is not supported for capturable=False "
+                             f"and foreach=True")
+        if is_tensor[i] and beta.numel() != 1:
+            raise ValueError(f"Tensor betas[{i}] must be 1-element")
 
 
 class Adam(Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
                  differentiable=False, fused=None, decoupled_weight_decay=False):
+        _check_tensor_options(lr, betas, foreach, capturable)
         check_args(lr, eps, betas, weight_decay)
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                         amsgrad=amsgrad, maximize=maximize, foreach=foreach,
@@ -52,9 +71,12 @@ class Adam(Optimizer):
                 if group["decoupled_weight_decay"]:
                     p.mul_(1 - lr * weight_decay)
                 else:
-                    grad = grad.add(p, alpha=weight_decay)
+                    grad = self._decayed(grad, p, weight_decay)
             exp_avg.add_((grad - exp_avg) * (1 - beta1))           # lerp_(grad, 1 - beta1)
             exp_avg_sq.mul_(beta2).add_(grad * (1 - beta2) * grad)  # addcmul_, same order
+            if group["differentiable"]:
+                self._differentiable_update(p, state, group)
+                continue
             step = scalar(state["step"])
             bias_correction1 = 1 - beta1 ** step
             bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
@@ -66,6 +88,25 @@ class Adam(Optimizer):
             else:
                 denom = (sqrt(exp_avg_sq) / bias_correction2_sqrt).add_(eps)
             p.add_(exp_avg * -step_size / denom)                    # addcdiv_
+
+    @staticmethod
+    def _differentiable_update(p, state, group):
+        """PyTorch's differentiable update: the bias corrections computed on the ``step``
+        tensor (in its float32, as PyTorch's are; a number over a tensor as PyTorch computes
+        it, the tensor's reciprocal times the number), and copies where the loop would let
+        an in-place write reach a value the backward keeps."""
+        lr, eps = group["lr"], group["eps"]
+        beta1, beta2 = group["betas"]
+        step = state["step"]
+        step_size_neg = -((1 - beta1 ** step).reciprocal() * lr)
+        bias_correction2_sqrt = sqrt(1 - beta2 ** step)
+        v = state["exp_avg_sq"]
+        if group["amsgrad"]:
+            v = state["max_exp_avg_sq"]
+            v.copy_(maximum(v.clone(), state["exp_avg_sq"]))
+        denom = (sqrt(v) / (bias_correction2_sqrt * step_size_neg)).add_(
+            step_size_neg.reciprocal() * eps)
+        p.add_(state["exp_avg"].clone() / denom)                    # addcdiv_
 
     def _fused_group(self, group):
         """The fused step (``_foreach``): the loop's ufuncs, in its order, on the arrays,

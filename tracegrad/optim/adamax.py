@@ -42,7 +42,7 @@ class Adamax(Optimizer):
             exp_avg, exp_inf = state["exp_avg"], state["exp_inf"]
             state["step"].add_(1)
             if weight_decay != 0:
-                grad = grad.add(p, alpha=weight_decay)
+                grad = self._decayed(grad, p, weight_decay)
             exp_avg.add_((grad - exp_avg) * (1 - beta1))           # lerp_(grad, 1 - beta1)
             exp_inf.copy_(maximum(exp_inf.mul_(beta2), grad.abs().add_(eps)))
             clr = lr / (1 - beta1 ** scalar(state["step"]))

@@ -27,8 +27,8 @@ from .. import _hooks
 from ..ops import where
 from ..tensor import Tensor
 from . import _foreach
-from .optimizer import Optimizer, _no_grad_step, scalar
-from .rprop import as_number, check_lr
+from .optimizer import Optimizer, _no_grad_step, check_lr, scalar
+from .rprop import as_number
 
 
 def _store(t, value):
@@ -82,7 +82,7 @@ class ASGD(Optimizer):
             eta, mu, ax = state["eta"], state["mu"], state["ax"]
             state["step"].add_(1)
             if weight_decay != 0:
-                grad = grad.add(p, alpha=weight_decay)
+                grad = self._decayed(grad, p, weight_decay)
             eta_value = scalar(eta)
             p.mul_(1 - lambd * eta_value)
             p.add_(grad * -eta_value)                               # add_(alpha=-eta)

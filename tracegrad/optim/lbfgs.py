@@ -133,6 +133,14 @@ def _strong_wolfe(obj_func, x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_chang
     return bracket_f[low_pos], bracket_g[low_pos], bracket[low_pos], ls_func_evals
 
 
+def _as_lr(lr, t):
+    """The step length as the state keeps it: where the learning rate is a tensor, a tensor
+    of its dtype, as PyTorch's (whose step lengths are computed from that tensor)."""
+    if isinstance(lr, Tensor) and not isinstance(t, Tensor):
+        return creation.tensor(t, dtype=lr.dtype)
+    return t
+
+
 class LBFGS(Optimizer):
     """L-BFGS (after minFunc); one parameter group only, every parameter on one device.
 
@@ -316,7 +324,7 @@ class LBFGS(Optimizer):
             if abs(loss - prev_loss) < tolerance_change:
                 break
 
-        state["d"], state["t"] = d, t
+        state["d"], state["t"] = d, _as_lr(group["lr"], t)
         state["old_dirs"], state["old_stps"], state["ro"] = old_dirs, old_stps, ro
         state["H_diag"] = H_diag
         state["prev_flat_grad"], state["prev_loss"] = prev_flat_grad, prev_loss

@@ -59,17 +59,33 @@ class NAdam(Optimizer):
                 if group["decoupled_weight_decay"]:
                     p.mul_(1 - lr * weight_decay)
                 else:
-                    grad = grad.add(p, alpha=weight_decay)
+                    grad = self._decayed(grad, p, weight_decay)
             mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * momentum_decay)))
             mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((step + 1) * momentum_decay)))
             mu_product.mul_(mu)
             exp_avg.add_((grad - exp_avg) * (1 - beta1))           # lerp_(grad, 1 - beta1)
             exp_avg_sq.mul_(beta2).add_(grad * (1 - beta2) * grad)  # addcmul_, same order
+            if group["differentiable"]:
+                self._differentiable_update(p, grad, self._kept(exp_avg),
+                                            self._kept(exp_avg_sq) / bias_correction2,
+                                            mu_product, mu, mu_next, lr, eps)
+                continue
             denom = sqrt(exp_avg_sq / bias_correction2).add_(eps)
             mu_product_value = scalar(mu_product)
             mu_product_next = mu_product_value * mu_next
             p.add_(grad * (-lr * (1.0 - mu) / (1.0 - mu_product_value)) / denom)  # addcdiv_
             p.add_(exp_avg * ((-lr * mu_next) / (1.0 - mu_product_next)) / denom)
+
+    @staticmethod
+    def _differentiable_update(p, grad, exp_avg, v_hat, mu_product, mu, mu_next, lr, eps):
+        """PyTorch's differentiable update: out of place where the loop writes in place
+        (what ``sqrt`` keeps for its backward), and the coefficients computed on the
+        ``mu_product`` tensor (in its float32, as PyTorch's are; a number over a tensor as
+        PyTorch computes it, the tensor's reciprocal times the number)."""
+        denom = sqrt(v_hat) + eps
+        mu_product_next = mu_product * mu_next
+        p.add_(grad * ((1.0 - mu_product).reciprocal() * (-lr * (1.0 - mu))) / denom)
+        p.add_(exp_avg * ((1.0 - mu_product_next).reciprocal() * (-lr * mu_next)) / denom)
 
     def _fused_group(self, group):
         """The fused step (``_foreach``): the loop's ufuncs, in its order, on the arrays;

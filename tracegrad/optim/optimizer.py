@@ -1,6 +1,7 @@
 """``Optimizer``: parameter groups, per-parameter state, ``zero_grad`` and state dicts.
 
-Subclasses implement ``step`` with in-place tracegrad ops under ``no_grad``,
+Subclasses implement ``step`` with in-place tracegrad ops under ``no_grad`` (recorded
+for a ``differentiable`` optimizer, as PyTorch records its steps),
 so parameters keep their identity (modules and other optimizers holding
 them see the update) and their version counters move. In eager, unless
 ``foreach=False``, the step runs fused instead (``_foreach``: the same
@@ -17,7 +18,7 @@ from itertools import chain
 
 from .. import _hooks, creation, dtypes
 from . import _foreach
-from ..autograd.grad_mode import no_grad
+from ..autograd.grad_mode import set_grad_enabled
 from ..nn.module import zero_grads
 from ..tensor import Tensor
 
@@ -34,10 +35,17 @@ def _typename(obj):
     return obj.type() if isinstance(obj, Tensor) else type(obj).__name__
 
 
-def check_args(lr=0.0, eps=0.0, betas=(0.0, 0.0), weight_decay=0.0):
-    """PyTorch's errors for hyper-parameters out of range (the Adam family's checks)."""
+def check_lr(lr):
+    """PyTorch's errors for a learning rate: a tensor of one element, not negative."""
+    if isinstance(lr, Tensor) and lr.numel() != 1:
+        raise ValueError("Tensor lr must be 1-element")
     if not 0.0 <= lr:
         raise ValueError(f"Invalid learning rate: {lr}")
+
+
+def check_args(lr=0.0, eps=0.0, betas=(0.0, 0.0), weight_decay=0.0):
+    """PyTorch's errors for hyper-parameters out of range (the Adam family's checks)."""
+    check_lr(lr)
     if not 0.0 <= eps:
         raise ValueError(f"Invalid epsilon value: {eps}")
     for i, beta in enumerate(betas):
@@ -99,12 +107,29 @@ class _TracedGroup:
 
 
 def _no_grad_step(step):
-    """Run ``step`` without recording autograd; a closure, if given, runs with grad on."""
+    """Run ``step`` without recording autograd, unless the optimizer is ``differentiable``
+    (its steps are recorded, so a gradient flows through them to what the parameters were
+    computed from, as in PyTorch); a closure, if given, runs with grad on."""
     @functools.wraps(step)
     def wrapper(self, *args, **kwargs):
-        with no_grad():
+        _check_capturable(self)
+        with set_grad_enabled(bool(self.defaults.get("differentiable"))):
             return step(self, *args, **kwargs)
     return wrapper
+
+
+CAPTURABLE_DEVICES = ["cuda", "xpu", "hpu", "privateuseone", "xla"]   # PyTorch's list
+
+
+def _check_capturable(optimizer):
+    """PyTorch's error for ``capturable=True`` on parameters (with a gradient) outside the
+    devices that capture graphs: a CPU parameter, say."""
+    for group in optimizer.param_groups:
+        if group.get("capturable") and any(
+                p.grad is not None and p.device.type not in CAPTURABLE_DEVICES
+                for p in group["params"]):
+            raise AssertionError(f"If capturable=True, params and state_steps must be on "
+                                 f"supported devices: {CAPTURABLE_DEVICES}.")
 
 
 class Optimizer:
@@ -139,15 +164,19 @@ class Optimizer:
                             "Please use a list instead.")
         else:
             params = list(params)
-        if params and isinstance(params[0], tuple):     # named parameters
-            param_group["param_names"] = [name for name, _ in params]
-            params = [p for _, p in params]
+        names = [p[0] for p in params if isinstance(p, tuple)]     # named parameters
+        params = [p[1] if isinstance(p, tuple) else p for p in params]
+        if names and len(names) != len(params):
+            raise ValueError("all optimizer params should be with/without names. Some param "
+                             "names are missing")
+        if names:
+            param_group["param_names"] = names
         param_group["params"] = params
         for p in params:
             if not isinstance(p, Tensor):
                 raise TypeError(f"optimizer can only optimize Tensors, but one of the params is "
                                 f"{_typename(p)}")
-            if not (p.is_leaf or p.retains_grad):
+            if not self.defaults.get("differentiable") and not (p.is_leaf or p.retains_grad):
                 raise ValueError("can't optimize a non-leaf Tensor")
         for name, default in self.defaults.items():
             if default is required and name not in param_group:
@@ -159,6 +188,11 @@ class Optimizer:
                           "future, this will cause an error; see "
                           "github.com/pytorch/pytorch/issues/40967 for more information",
                           stacklevel=3)
+        for group in self.param_groups:
+            if ("param_names" in param_group) != ("param_names" in group):
+                raise ValueError(
+                    "all optimizer param groups should be with/without names. cannot add param "
+                    f"group {'with' if names else 'without'} names to the optimizer")
         seen = {id(p) for group in self.param_groups for p in group["params"]}
         if any(id(p) in seen for p in params):
             raise ValueError("some parameters appear in more than one parameter group")
@@ -228,6 +262,17 @@ class Optimizer:
         for p in group["params"] if params is None else params:
             if p.grad is not None:
                 yield p, (-p.grad if group.get("maximize") else p.grad)
+
+    def _kept(self, tensor):
+        """``tensor`` as an operand of a product or quotient that the step later writes in
+        place: in a ``differentiable`` step, a copy. tracegrad's products keep both operands
+        for the backward (PyTorch's only the one the other's gradient needs), and a kept
+        operand written in place fails the backward."""
+        return tensor.clone() if self.defaults.get("differentiable") else tensor
+
+    def _decayed(self, grad, p, weight_decay):
+        """``grad + weight_decay * p`` (L2 weight decay), ``p`` as ``_kept``."""
+        return grad.add(self._kept(p), alpha=weight_decay)
 
     def _closure_loss(self, closure):
         if closure is None:

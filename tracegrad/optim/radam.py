@@ -54,18 +54,20 @@ class RAdam(Optimizer):
                 if group["decoupled_weight_decay"]:
                     p.mul_(1 - lr * weight_decay)
                 else:
-                    grad = grad.add(p, alpha=weight_decay)
+                    grad = self._decayed(grad, p, weight_decay)
             exp_avg.add_((grad - exp_avg) * (1 - beta1))           # lerp_(grad, 1 - beta1)
             exp_avg_sq.mul_(beta2).add_(grad * (1 - beta2) * grad)  # addcmul_, same order
             bias_correction1 = 1 - beta1 ** step
             bias_correction2 = 1 - beta2 ** step
-            bias_corrected_exp_avg = exp_avg / bias_correction1
+            bias_corrected_exp_avg = self._kept(exp_avg) / bias_correction1
             rho_inf = 2 / (1 - beta2) - 1
             rho_t = rho_inf - 2 * step * (beta2 ** step) / bias_correction2
             if rho_t > 5.0:
                 rect = ((rho_t - 4) * (rho_t - 2) * rho_inf
                         / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) ** 0.5
-                adaptive_lr = bias_correction2 ** 0.5 / sqrt(exp_avg_sq).add_(eps)
+                root = sqrt(exp_avg_sq)         # which sqrt keeps for its backward
+                root = root + eps if group["differentiable"] else root.add_(eps)
+                adaptive_lr = bias_correction2 ** 0.5 / root
                 p.sub_(bias_corrected_exp_avg * lr * adaptive_lr * rect)  # add_(alpha=-1)
             else:
                 p.sub_(bias_corrected_exp_avg * lr)

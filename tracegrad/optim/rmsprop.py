@@ -18,15 +18,14 @@ import numpy as np
 
 from ..ops import sqrt
 from . import _foreach
-from .optimizer import Optimizer
+from .optimizer import Optimizer, check_lr
 
 
 class RMSprop(Optimizer):
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
                  centered=False, capturable=False, foreach=None, maximize=False,
                  differentiable=False):
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
+        check_lr(lr)
         if not 0.0 <= eps:
             raise ValueError(f"Invalid epsilon value: {eps}")
         if not 0.0 <= momentum:
@@ -54,7 +53,7 @@ class RMSprop(Optimizer):
             square_avg = state["square_avg"]
             state["step"].add_(1)
             if weight_decay != 0:
-                grad = grad.add(p, alpha=weight_decay)
+                grad = self._decayed(grad, p, weight_decay)
             square_avg.mul_(alpha).add_(grad * (1 - alpha) * grad)     # addcmul_, same order
             if group["centered"]:
                 grad_avg = state["grad_avg"]
@@ -62,11 +61,11 @@ class RMSprop(Optimizer):
                 avg = sqrt(square_avg - grad_avg * grad_avg)            # addcmul(value=-1)
             else:
                 avg = sqrt(square_avg)
-            avg.add_(eps)
+            avg = avg + eps if group["differentiable"] else avg.add_(eps)   # sqrt keeps avg
             if momentum > 0:
                 buf = state["momentum_buffer"]
                 buf.mul_(momentum).add_(grad / avg)                     # addcdiv_, value 1
-                p.add_(buf, alpha=-lr)
+                p.add_(self._kept(buf), alpha=-lr)
             else:
                 p.add_(grad * -lr / avg)                                # addcdiv_
 

@@ -24,20 +24,12 @@ from .. import creation
 from ..ops import where
 from ..tensor import Tensor
 from . import _foreach
-from .optimizer import Optimizer, _no_grad_step
+from .optimizer import Optimizer, _no_grad_step, check_lr
 
 
 def as_number(value):
     """A group option as a Python number (a tensor option's value)."""
     return value.item() if isinstance(value, Tensor) else value
-
-
-def check_lr(lr):
-    """PyTorch's errors for a learning rate: a tensor of one element, not negative."""
-    if isinstance(lr, Tensor) and lr.numel() != 1:
-        raise ValueError("Tensor lr must be 1-element")
-    if not 0.0 <= lr:
-        raise ValueError(f"Invalid learning rate: {lr}")
 
 
 class Rprop(Optimizer):

@@ -14,14 +14,13 @@ arrays, bit for bit the loop's); False runs the per-parameter loop.
 import numpy as np
 
 from . import _foreach
-from .optimizer import Optimizer
+from .optimizer import Optimizer, check_lr
 
 
 class SGD(Optimizer):
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False,
                  *, maximize=False, foreach=None, differentiable=False, fused=None):
-        if lr < 0.0:
-            raise ValueError(f"Invalid learning rate: {lr}")
+        check_lr(lr)
         if momentum < 0.0:
             raise ValueError(f"Invalid momentum value: {momentum}")
         if weight_decay < 0.0:
@@ -39,7 +38,7 @@ class SGD(Optimizer):
         weight_decay, nesterov = group["weight_decay"], group["nesterov"]
         for p, grad in self._grads(group, params):
             if weight_decay != 0:
-                grad = grad.add(p, alpha=weight_decay)
+                grad = self._decayed(grad, p, weight_decay)
             if momentum != 0:
                 state = self.state[p]
                 buf = state.get("momentum_buffer")
@@ -48,8 +47,8 @@ class SGD(Optimizer):
                     buf = state["momentum_buffer"] = grad.detach().clone()
                 else:
                     buf.mul_(momentum).add_(grad, alpha=1 - dampening)
-                grad = grad.add(buf, alpha=momentum) if nesterov else buf
-            p.add_(grad, alpha=-lr)
+                grad = grad.add(self._kept(buf), alpha=momentum) if nesterov else buf
+            p.add_(self._kept(grad), alpha=-lr)
 
     def _fused_group(self, group):
         """The fused step (``_foreach``): the loop's ufuncs on the arrays; returns the
