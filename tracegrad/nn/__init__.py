@@ -24,8 +24,7 @@ from .fold import Fold, Unfold
 from .lazy import (
     LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d, LazyConv1d, LazyConv2d, LazyConv3d,
     LazyConvTranspose1d, LazyConvTranspose2d, LazyConvTranspose3d, LazyInstanceNorm1d,
-    LazyInstanceNorm2d, LazyInstanceNorm3d, LazyLinear, UninitializedBuffer,
-    UninitializedParameter,
+    LazyInstanceNorm2d, LazyInstanceNorm3d, LazyLinear,
 )
 from .linear import Bilinear, Flatten, Identity, Linear, Unflatten
 from .loss import (
@@ -45,7 +44,7 @@ from .padding import (
     ReflectionPad1d, ReflectionPad2d, ReflectionPad3d, ReplicationPad1d, ReplicationPad2d,
     ReplicationPad3d, ZeroPad1d, ZeroPad2d, ZeroPad3d,
 )
-from .parameter import Parameter
+from .parameter import Parameter, UninitializedBuffer, UninitializedParameter
 from .pixelshuffle import PixelShuffle, PixelUnshuffle
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from .pooling import (

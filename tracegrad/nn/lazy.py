@@ -1,5 +1,6 @@
 """Lazy modules: ``LazyLinear``, ``LazyConv*``, ``LazyConvTranspose*``, ``LazyBatchNorm*`` and
-``LazyInstanceNorm*``, with PyTorch's ``UninitializedParameter``/``UninitializedBuffer``.
+``LazyInstanceNorm*``, over PyTorch's ``UninitializedParameter``/``UninitializedBuffer``
+(``nn.parameter``).
 
 A lazy module is built without its input size; its parameters are placeholders with no
 shape. The first call infers ``in_features``/``in_channels``/``num_features`` from the
@@ -11,64 +12,12 @@ placeholders with the checkpoint's shapes first.
 """
 from .. import creation, dtypes
 from ..autograd.grad_mode import no_grad
-from ..tensor import Tensor
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from .linear import Linear
 from .normalization import (
     BatchNorm1d, BatchNorm2d, BatchNorm3d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d,
 )
-from .parameter import Parameter
-
-
-class _UninitializedMixin:
-    """A tensor with no shape yet: ``materialize(shape)`` gives it storage and its final
-    class."""
-
-    __slots__ = ()
-
-    def materialize(self, shape, device=None, dtype=None):
-        shape = (shape,) if isinstance(shape, int) else tuple(shape)
-        with no_grad():
-            self.data = creation.empty(shape, dtype=dtype or self.dtype)
-        self.__class__ = self.cls_to_become
-
-    @property
-    def shape(self):
-        raise RuntimeError("Can't access the shape of an uninitialized parameter or buffer. "
-                           "This error usually happens in `load_state_dict` when trying to "
-                           "load an uninitialized parameter into an initialized one. Call "
-                           "`forward` to initialize the parameters before accessing their "
-                           "attributes.")
-
-    def __repr__(self):
-        return f"<{type(self).__name__}>"
-
-    __str__ = __repr__
-
-
-class UninitializedParameter(_UninitializedMixin, Parameter):
-    """A parameter whose shape is not known yet (see the module docstring)."""
-    __slots__ = ()
-    cls_to_become = Parameter
-
-    def __new__(cls, requires_grad=True, device=None, dtype=None):
-        p = cls._make(creation.empty(0, dtype=dtype)._data)
-        p.requires_grad_(requires_grad)
-        return p
-
-
-class UninitializedBuffer(_UninitializedMixin, Tensor):
-    """A buffer whose shape is not known yet (see the module docstring)."""
-    __slots__ = ()
-    cls_to_become = Tensor
-
-    def __new__(cls, requires_grad=False, device=None, dtype=None):
-        t = cls._make(creation.empty(0, dtype=dtype)._data)
-        t.requires_grad_(requires_grad)
-        return t
-
-    def __init__(self, *args, **kwargs):
-        pass
+from .parameter import UninitializedBuffer, UninitializedParameter, _UninitializedMixin
 
 
 def is_lazy(value):

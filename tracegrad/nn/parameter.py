@@ -4,7 +4,12 @@ A ``Parameter`` is a ``Tensor`` subclass (so ``isinstance(p, nn.Parameter)``
 holds and every tensor op accepts it). ``Parameter(data)`` shares ``data``'s
 storage and version counter, as PyTorch's ``_make_subclass`` does, and
 requires grad by default. Results of ops on a parameter are plain tensors.
+
+``UninitializedParameter``/``UninitializedBuffer``: the placeholders of lazy modules
+(``nn.lazy``), tensors with no shape until ``materialize(shape)``.
 """
+from .. import creation
+from ..autograd.grad_mode import no_grad
 from ..creation import empty
 from ..tensor import Tensor
 
@@ -37,8 +42,52 @@ def _rebuild_parameter(tensor_reduced, requires_grad):
     return Parameter(rebuild(*args), requires_grad)
 
 
-def __getattr__(name):      # PyTorch's nn.parameter.UninitializedParameter/Buffer (nn/lazy.py)
-    if name in ("UninitializedParameter", "UninitializedBuffer"):
-        from . import lazy
-        return getattr(lazy, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+class _UninitializedMixin:
+    """A tensor with no shape yet: ``materialize(shape)`` gives it storage and its final
+    class."""
+
+    __slots__ = ()
+
+    def materialize(self, shape, device=None, dtype=None):
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        with no_grad():
+            self.data = creation.empty(shape, dtype=dtype or self.dtype)
+        self.__class__ = self.cls_to_become
+
+    @property
+    def shape(self):
+        raise RuntimeError("Can't access the shape of an uninitialized parameter or buffer. "
+                           "This error usually happens in `load_state_dict` when trying to "
+                           "load an uninitialized parameter into an initialized one. Call "
+                           "`forward` to initialize the parameters before accessing their "
+                           "attributes.")
+
+    def __repr__(self):
+        return f"<{type(self).__name__}>"
+
+    __str__ = __repr__
+
+
+class UninitializedParameter(_UninitializedMixin, Parameter):
+    """A parameter whose shape is not known yet (see the module docstring)."""
+    __slots__ = ()
+    cls_to_become = Parameter
+
+    def __new__(cls, requires_grad=True, device=None, dtype=None):
+        p = cls._make(creation.empty(0, dtype=dtype)._data)
+        p.requires_grad_(requires_grad)
+        return p
+
+
+class UninitializedBuffer(_UninitializedMixin, Tensor):
+    """A buffer whose shape is not known yet (see the module docstring)."""
+    __slots__ = ()
+    cls_to_become = Tensor
+
+    def __new__(cls, requires_grad=False, device=None, dtype=None):
+        t = cls._make(creation.empty(0, dtype=dtype)._data)
+        t.requires_grad_(requires_grad)
+        return t
+
+    def __init__(self, *args, **kwargs):
+        pass
