@@ -23,10 +23,10 @@ torch is imported lazily: this module imports without it.
 import copy
 import itertools
 import os
-import sys
 import warnings
 
 import opinfo_sweep as ops
+import sweeps
 import tracegrad as tg
 
 STAGES = ("forward", "grad", "compiled")
@@ -315,8 +315,7 @@ def outcome(module_info, cls, stage):
     try:
         checked = run_stage(module_info, cls, stage)
     except Exception as error:  # noqa: BLE001 - any error is the entry's failure
-        first_line = (str(error).splitlines() or [""])[0]
-        return f"fail: {type(error).__name__}: {first_line[:160]}"
+        return sweeps.failure(error, 160)
     return "pass" if checked else "no samples"
 
 
@@ -324,21 +323,9 @@ def main():
     os.environ.setdefault("TRACEGRAD_BACKEND", "numpy")   # as the tests run (conftest)
     warnings.simplefilter("ignore")
     table = entries()
-    only = [a for a in sys.argv[1:] if not a.startswith("-")]
     print(f"ModuleInfo entries: {len(table)}; with a tracegrad.nn class: "
           f"{sum(cls is not None for _, cls in table.values())}")
-    for stage in STAGES:
-        outcomes = {name: outcome(info, cls, stage) for name, (info, cls) in table.items()
-                    if not only or name in only}
-        failing = sorted(n for n, o in outcomes.items() if o.startswith("fail"))
-        counts = {kind: sum(o.startswith(kind) for o in outcomes.values())
-                  for kind in ("pass", "fail", "absent", "no samples")}
-        print(f"\n{stage}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
-        untriaged = [name for name in failing if (name, stage) not in KNOWN]
-        print(f"  failing, not in KNOWN ({len(untriaged)}): " + ", ".join(untriaged))
-        if "-v" in sys.argv:
-            for name in failing:
-                print(f"    {name}: {outcomes[name]}")
+    sweeps.report(table, STAGES, outcome, KNOWN, ("pass", "fail", "absent", "no samples"))
 
 
 if __name__ == "__main__":

@@ -23,10 +23,10 @@ import copy
 import inspect
 import os
 import re
-import sys
 import warnings
 
 import opinfo_sweep as ops
+import sweeps
 import tracegrad as tg
 from optiminfo_sides import (
     EXACT, STEPS, Side, _array, attempt, compare, compare_sides,
@@ -273,29 +273,17 @@ def outcome(info, cls, stage):
     try:
         checked = run_stage(info, cls, stage)
     except Exception as error:  # noqa: BLE001 - any error is the entry's failure
-        first_line = (str(error).splitlines() or [""])[0]
-        return f"fail: {type(error).__name__}: {first_line[:200]}"
+        return sweeps.failure(error)
     return "pass" if checked else "no inputs"
 
 
 def main():
     os.environ.setdefault("TRACEGRAD_BACKEND", "numpy")   # as the tests run (conftest)
     table = entries()
-    only = [a for a in sys.argv[1:] if not a.startswith("-")]
     print(f"OptimizerInfo entries: {len(table)}; with a tracegrad.optim class: "
           f"{sum(cls is not None for _, cls in table.values())}")
-    for stage in STAGES:
-        outcomes = {name: outcome(info, cls, stage) for name, (info, cls) in table.items()
-                    if not only or name in only}
-        failing = sorted(n for n, o in outcomes.items() if o.startswith("fail"))
-        counts = {kind: sum(o.startswith(kind) for o in outcomes.values())
-                  for kind in ("pass", "fail", "absent", "out of scope", "no inputs")}
-        print(f"\n{stage}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
-        untriaged = [name for name in failing if (name, stage) not in KNOWN]
-        print(f"  failing, not in KNOWN ({len(untriaged)}): " + ", ".join(untriaged))
-        if "-v" in sys.argv:
-            for name in failing:
-                print(f"    {name}: {outcomes[name]}")
+    sweeps.report(table, STAGES, outcome, KNOWN,
+                  ("pass", "fail", "absent", "out of scope", "no inputs"))
 
 
 if __name__ == "__main__":

@@ -36,24 +36,15 @@ pytest.importorskip("torch")
 pytest.importorskip("expecttest")
 
 import optiminfo_sweep as sweep  # noqa: E402 - after the skips: it needs torch to list
+import sweeps  # noqa: E402
 
 ENTRIES = sweep.entries()
 
 pytestmark = pytest.mark.filterwarnings("ignore")   # PyTorch's inputs warn (deprecations)
 
 
-def _params():
-    params = []
-    for name in ENTRIES:
-        for stage in sweep.STAGES:
-            reason = sweep.KNOWN.get((name, stage))
-            marks = [pytest.mark.xfail(reason=reason, strict=False)] if reason else []
-            params.append(pytest.param(name, stage, marks=marks, id=f"{name}-{stage}"))
-    return params
-
-
 @pytest.mark.opinfo
-@pytest.mark.parametrize("name, stage", _params())
+@pytest.mark.parametrize("name, stage", sweeps.params(ENTRIES, sweep.STAGES, sweep.KNOWN))
 def test_optiminfo(name, stage):
     info, cls = ENTRIES[name]
     if name in sweep.OUT_OF_SCOPE:
