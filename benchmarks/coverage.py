@@ -5,8 +5,9 @@ how many tracegrad has, and the names it leaves out on purpose, with the reason.
     python benchmarks/coverage.py --missing  # and the missing names of each namespace
 
 A name counts as present when tracegrad has an attribute of that name in the same
-namespace; whether it works is what the op table (``tests/op_table*.py``) and the OpInfo
-sweep (``tests/test_opinfo.py``) check. Names left out on purpose are not counted in the
+namespace; whether it works is what the op table (``tests/op_table*.py``), the OpInfo
+sweep (``tests/test_opinfo.py``) and ``tests/test_smoke_names.py`` (every present name
+exercised by a sweep or a smoke call) check. Names left out on purpose are not counted in the
 share: complex dtypes, sparse and quantized tensors, named tensors, CUDA/XPU/MPS internals,
 TorchScript and export machinery, and ``torch._*``.
 """

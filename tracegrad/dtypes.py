@@ -168,11 +168,24 @@ def to_float(d):
     return d if d.is_floating_point else get_default_dtype()
 
 
+_LEGACY_BASE = {
+    "bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int",
+    "int64": "Long", "float16": "Half", "float32": "Float", "float64": "Double",
+}
+
+
 def type_name(d, device_type="cpu"):
     """PyTorch's legacy tensor type name, e.g. ``tracegrad.FloatTensor``."""
-    base = {
-        "bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int",
-        "int64": "Long", "float16": "Half", "float32": "Float", "float64": "Double",
-    }[d.name]
     cuda = ".cuda" if device_type == "cuda" else ""
-    return f"tracegrad{cuda}.{base}Tensor"
+    return f"tracegrad{cuda}.{_LEGACY_BASE[d.name]}Tensor"
+
+
+def from_type_name(name):
+    """(dtype, device type) of a legacy type name: ``torch.DoubleTensor``,
+    ``tracegrad.cuda.LongTensor`` (either library's prefix)."""
+    parts = name.split(".")
+    by_base = {f"{base}Tensor": dname for dname, base in _LEGACY_BASE.items()}
+    if parts[0] not in ("torch", "tracegrad") or parts[-1] not in by_base or len(parts) > 3 or (
+            len(parts) == 3 and parts[1] != "cuda"):
+        raise ValueError(f"invalid type: '{name}'")
+    return as_dtype(by_base[parts[-1]]), "cuda" if len(parts) == 3 else "cpu"

@@ -499,10 +499,16 @@ class Tensor:
         return self.to(as_device("cuda" if device is None else device if not isinstance(device, int)
                                  else f"cuda:{device}"))
 
-    def type(self, dtype=None):
+    def type(self, dtype=None, non_blocking=False):
+        """The legacy type name, or this tensor converted to a dtype, a type name
+        (``"torch.DoubleTensor"``) or a legacy type (``tracegrad.LongTensor``)."""
         if dtype is None:
             return dtypes.type_name(self.dtype, self.device.type)
-        return self.to(dtype)
+        if isinstance(dtype, str):
+            dtype, device_type = dtypes.from_type_name(dtype)
+            return self.to(device_type if device_type != self.device.type else self.device,
+                           dtype)
+        return self.to(getattr(dtype, "dtype", dtype))
 
     def float(self, memory_format=None):
         return self.to(dtypes.float32)

@@ -32,12 +32,12 @@ _COPIES = ("view expand permute t transpose unsqueeze squeeze select slice diago
            "split split_with_sizes unfold alias detach").split()
 # nn.functional's, which PyTorch also exports at the top level with the same arguments
 _FUNCTIONAL = ("conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d dropout "
-               "embedding layer_norm group_norm instance_norm pixel_shuffle pixel_unshuffle "
+               "pixel_shuffle pixel_unshuffle "
                "prelu pdist pairwise_distance cosine_similarity hardshrink selu celu rrelu "
                "threshold bilinear max_pool1d max_pool2d max_pool3d avg_pool1d "
-               "adaptive_avg_pool1d adaptive_max_pool1d channel_shuffle native_channel_shuffle "
-               "alpha_dropout feature_alpha_dropout rms_norm selu_ celu_ rrelu_ threshold_ "
-               "alpha_dropout_ feature_alpha_dropout_ dropout_").split()
+               "adaptive_avg_pool1d channel_shuffle native_channel_shuffle "
+               "alpha_dropout feature_alpha_dropout rms_norm selu_ celu_ rrelu_ threshold_"
+               ).split()
 
 
 def _method_call(name):
@@ -77,6 +77,50 @@ def _functional(name):
         return getattr(F, name)(*args, **kwargs)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"``nn.functional.{name}``."
+    return fn
+
+
+# nn functions whose aten form (torch.<name>) orders or returns differently from F's
+
+def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    """``torch.embedding``: the weight first; a negative ``padding_idx`` is none."""
+    from .nn import functional as F
+    return F.embedding(indices, weight, None if padding_idx < 0 else padding_idx,
+                       scale_grad_by_freq=scale_grad_by_freq, sparse=sparse)
+
+
+def instance_norm(input, weight, bias, running_mean, running_var, use_input_stats, momentum,
+                  eps, cudnn_enabled):
+    """``torch.instance_norm``: the affine parameters before the running statistics."""
+    from .nn import functional as F
+    return F.instance_norm(input, running_mean, running_var, weight, bias, use_input_stats,
+                           momentum, eps)
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
+    """``torch.layer_norm``: F's, and a backend flag that changes nothing here."""
+    from .nn import functional as F
+    return F.layer_norm(input, normalized_shape, weight, bias, eps)
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enabled=True):
+    """``torch.group_norm``: F's, and a backend flag that changes nothing here."""
+    from .nn import functional as F
+    return F.group_norm(input, num_groups, weight, bias, eps)
+
+
+def adaptive_max_pool1d(input, output_size):
+    """``torch.adaptive_max_pool1d``: the values and their indices."""
+    from .nn import functional as F
+    return F.adaptive_max_pool1d(input, output_size, return_indices=True)
+
+
+def _dropout_inplace(name):
+    def fn(input, p, train):
+        from .nn import functional as F
+        return getattr(F, name)(input, p, train, inplace=True)
+    fn.__name__ = fn.__qualname__ = f"{name}_"
+    fn.__doc__ = f"``torch.{name}_(input, p, train)``: ``nn.functional.{name}`` in place."
     return fn
 
 
@@ -372,6 +416,10 @@ def exports():
     table = {name: _method_call(name) for name in _INPLACE if hasattr(Tensor, name)}
     table.update({f"{v}_copy": _copy_of(v) for v in _COPIES})
     table.update({name: _functional(name) for name in _FUNCTIONAL})
+    table.update({f"{name}_": _dropout_inplace(name)
+                  for name in ("dropout", "alpha_dropout", "feature_alpha_dropout")})
+    table.update(embedding=embedding, instance_norm=instance_norm, layer_norm=layer_norm,
+                 group_norm=group_norm, adaptive_max_pool1d=adaptive_max_pool1d)
     for name in ("hann_window", "hamming_window", "blackman_window", "bartlett_window",
                  "kaiser_window", "logspace", "range", "scalar_tensor", "result_type",
                  "promote_types", "can_cast", "get_rng_state", "set_rng_state",

@@ -36,6 +36,7 @@ degenerate inputs follow PyTorch:
 - ``svd(full_matrices=True)``: the gradient uses the first min(m, n) columns of U and rows
   of Vh (the others are not unique) and ignores the cotangent of the rest.
 """
+from ..ops.linalg import matmul     # torch.linalg.matmul is torch.matmul
 from .composed import det, lstsq, matrix_power, matrix_rank, slogdet
 from .decomp import cholesky, eigh, eigvalsh, qr, svd, svdvals
 from .ldl import LinAlgError, householder_product, ldl_factor, ldl_factor_ex, ldl_solve
@@ -50,4 +51,4 @@ __all__ = ["inv", "solve", "det", "slogdet", "cholesky", "qr", "eigh", "eigvalsh
            "cholesky_ex", "cond", "cross", "diagonal", "inv_ex", "matrix_exp", "multi_dot",
            "pinv", "solve_ex", "solve_triangular", "tensorinv", "tensorsolve", "vander",
            "vecdot", "lu", "lu_factor", "lu_factor_ex", "lu_solve", "ldl_factor", "ldl_factor_ex",
-           "ldl_solve", "householder_product", "LinAlgError"]
+           "ldl_solve", "householder_product", "LinAlgError", "matmul"]

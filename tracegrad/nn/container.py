@@ -186,6 +186,15 @@ class ModuleDict(Module):
     def values(self):
         return self._modules.values()
 
+    def pop(self, key):
+        """Remove the module of ``key`` and return it."""
+        module = self[key]
+        del self[key]
+        return module
+
+    def clear(self):
+        self._modules.clear()
+
     def update(self, modules):
         items = modules.items() if hasattr(modules, "items") else modules
         for key, module in items:

@@ -677,21 +677,26 @@ def _sub_(self, other, *, alpha=1):
     return inplace(sub_p, "sub_", self, other)
 
 
+def _check_rounding_mode(name, rounding_mode):
+    if rounding_mode not in (None, "floor", "trunc"):
+        raise op_error(name, f"{name} expected rounding_mode to be one of None, 'trunc', or "
+                             f"'floor' but found '{rounding_mode}'")
+
+
 @method
 def div(input, other, *, rounding_mode=None):
+    _check_rounding_mode("div", rounding_mode)
     if rounding_mode is None:
         return bind(div_p, input, other)
-    if rounding_mode not in ("floor", "trunc"):
-        raise op_error("div", f"div expected rounding_mode to be one of None, 'trunc', or "
-                              f"'floor' but found '{rounding_mode}'")
     return bind(div_rounding_p, input, other, rounding_mode=rounding_mode)
 
 
 @method("div_")
-def _div_(self, other, *, alpha=1):
-    if alpha is not _ONE and _scales(alpha):      # the default skips the call
-        other = mul(other, alpha)
-    return inplace(div_p, "div_", self, other)
+def _div_(self, other, *, rounding_mode=None):
+    _check_rounding_mode("div_", rounding_mode)
+    if rounding_mode is None:
+        return inplace(div_p, "div_", self, other)
+    return inplace(div_rounding_p, "div_", self, other, rounding_mode=rounding_mode)
 
 
 @method
