@@ -102,7 +102,9 @@ class CompiledFunction:
 
     # calling ---------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        if self._eager or _hooks.tracer is not None:   # nested in another trace: inline it
+        # nested in another trace, or inside vmap (a draw hook is set: its rules run the ops,
+        # on batched tensors a variant cannot take): inline it
+        if self._eager or _hooks.tracer is not None or _hooks.state.draw_hook is not None:
             if self._eager:
                 self.stats["fallbacks"] += 1
             return self._call_eagerly(*args, **kwargs)

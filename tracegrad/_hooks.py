@@ -28,6 +28,7 @@ import types
 class _State(threading.local):
     bind_hook = None        # callable(prim, args, params) -> Tensor, or None
     tracer = None           # the active ``trace.Tracer`` of this thread, or None
+    draw_hook = None        # a random draw inside vmap (``_vmap``): callable, or None
 
 
 state = _State()

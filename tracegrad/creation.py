@@ -129,6 +129,9 @@ def _finish(array, dtype, device, requires_grad, traced=True, shape=None, fill=N
 
 def _drawn(generator, draw, dist, size, dtype, device, requires_grad, **params):
     """A random tensor; inside tracegrad.compile it stays a random op (fresh every call)."""
+    hook = _hooks.state.draw_hook
+    if hook is not None:    # inside vmap: its randomness mode decides
+        return hook(generator, draw, dist, size, dtype, device, requires_grad, **params)
     dev = device_or_default(device)
     gen = _generator_for(generator, dev)
     tracer = _hooks.tracer

@@ -1,28 +1,30 @@
 """``tracegrad.func``: PyTorch's ``torch.func`` transforms, on tracegrad's autograd.
 
-``grad``, ``grad_and_value``, ``vjp``, ``jacrev`` differentiate with ``autograd.grad``;
+``grad``, ``grad_and_value``, ``vjp``, ``jacrev`` differentiate with ``autograd.grad``
+(``jacrev``: one backward pass, vmapped over the rows of the identity, as torch.func's);
 ``jvp`` and ``jacfwd`` take forward derivatives in forward mode (``autograd.forward_ad``:
 the function runs once on dual tensors per JVP). Forward mode has one level at a time, so a
-``jvp`` nested inside another (``jacfwd(jacfwd(f))``) takes the double-vjp identity
+``jvp`` nested inside another (``jacfwd(jacfwd(f))``), or inside ``vmap``, takes the
+double-vjp identity
 instead (J u is the gradient, with respect to a cotangent v, of <J^T v, u>: the VJP is
 linear in v), through which the outer level's tangents flow; ``hessian`` is
 ``jacfwd(jacrev(f))``: forward over reverse. Transforms nest (``grad(grad(f))``,
 ``jacrev(jacrev(f))``): every level keeps its graph (``create_graph``) and the outermost one
-hands back detached results, as torch.func does. ``functional_call`` runs a module with other parameters and buffers;
-``stack_module_state`` stacks an ensemble's.
+hands back detached results, as torch.func does. ``functional_call`` runs a module with
+other parameters and buffers; ``stack_module_state`` stacks an ensemble's.
 
-``vmap`` maps ``func`` over a batch dimension by calling it once per element and stacking
-the results (``in_dims``, ``out_dims``, ``chunk_size``, ``randomness``): right for any
-function, but without batching rules it is a Python loop over the batch, and it says so
-once with a warning.
+``vmap`` maps ``func`` over a batch dimension by batching rules (``tracegrad._vmap``): each
+primitive runs once over the whole batch; it composes with the other transforms and with
+``compile``.
 """
 import contextlib
-import warnings
 
 from . import autograd
 from .autograd import forward_ad
 from .autograd.grad_mode import enable_grad
 from .tensor import Tensor
+from ._vmap import autograd_grad as _vmap_grad, track as _vmap_track, vmap as _vmap
+from ._vmap.batched import levels as _vmap_levels
 
 _state = {"level": 0}
 
@@ -65,11 +67,29 @@ def _track(x):
     """``x`` as a tensor this level differentiates with respect to: a fresh leaf, or, where
     an outer level tracks ``x``, a view of it (so the outer level still sees the path). In
     an open dual level a view too, a leaf of its own: ``detach`` would drop its tangent."""
+    if _vmap_levels():      # inside vmap: batched at every level, a leaf per example
+        return _vmap_track(x, _unwrapped(x).requires_grad or forward_ad._current_level >= 0)
     if x.requires_grad:
         return x.view_as(x)
     if forward_ad._current_level >= 0:
         return x.view_as(x).requires_grad_(True)
     return x.detach().requires_grad_(True)
+
+
+def _unwrapped(x):
+    while hasattr(x, "_value"):
+        x = x._value
+    return x
+
+
+def _grad(outputs, inputs, grad_outputs=None, **kwargs):
+    """``autograd.grad``; inside vmap, of the physical tensors (per-example gradients)."""
+    if _vmap_levels():
+        outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
+        if isinstance(grad_outputs, Tensor):
+            grad_outputs = [grad_outputs]
+        return _vmap_grad(outputs, list(inputs), grad_outputs, **kwargs)
+    return autograd.grad(outputs, inputs, grad_outputs, **kwargs)
 
 
 def _finish(tree, outermost):
@@ -113,7 +133,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
                                    "scalar Tensor, got tensor with shape "
                                    f"{getattr(value, 'shape', None)}")
             flat = [x for i in nums for x in tracked[i][0]]
-            grads = _zeros_for(autograd.grad(value, flat, create_graph=True,
+            grads = _zeros_for(_grad(value, flat, create_graph=True,
                                              allow_unused=True), flat)
             per_arg, k = [], 0
             for i in nums:
@@ -157,7 +177,7 @@ def vjp(func, *primals, has_aux=False):
             raise RuntimeError("vjp_fn: Expected the cotangents to have the same structure "
                                "as the primals' outputs")
         with enable_grad():
-            grads = _zeros_for(autograd.grad(out_leaves, flat_in, ct_leaves,
+            grads = _zeros_for(_grad(out_leaves, flat_in, ct_leaves,
                                              retain_graph=True, create_graph=True,
                                              allow_unused=True), flat_in)
         res, k = [], 0
@@ -188,19 +208,20 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
         raise RuntimeError(f"{_JVP}: Expected primals and tangents to have the same python "
                            f"structure. For example, if primals is a tuple of 3 tensors, "
                            f"tangents also must be.")
-    if forward_ad._current_level < 0:
+    if forward_ad._current_level < 0 and not _vmap_levels():
         return _jvp_forward(func, p_leaves, p_rebuild, t_leaves, has_aux)
     with _level() as outermost, enable_grad():
         tracked = [_track(x) for x in p_leaves]
         out = func(*p_rebuild(tracked))
         value, aux = out if has_aux else (out, None)
         out_leaves, out_rebuild = _flatten(value)
-        dummies = [zeros_like(o).requires_grad_(True) for o in out_leaves]
-        vjps = autograd.grad(out_leaves, tracked, dummies, create_graph=True,
+        dummies = [_track(zeros_like(o)) if _vmap_levels() else
+                   zeros_like(o).requires_grad_(True) for o in out_leaves]
+        vjps = _grad(out_leaves, tracked, dummies, create_graph=True,
                              allow_unused=True)
         used = [(v, t) for v, t in zip(vjps, t_leaves) if v is not None]
         if used:
-            jv = autograd.grad([v for v, _ in used], dummies, [t for _, t in used],
+            jv = _grad([v for v, _ in used], dummies, [t for _, t in used],
                                create_graph=True, allow_unused=True)
         else:
             jv = [None] * len(dummies)
@@ -231,16 +252,28 @@ def _jvp_forward(func, p_leaves, p_rebuild, t_leaves, has_aux):
     return result
 
 
-def _stack_rows(rows, out_shape, in_shape):
-    from .ops import reshape, stack
-    if not rows:
+def _jacobian_rows(o, inputs, chunk_size):
+    """The Jacobian blocks of ``o`` with respect to each of ``inputs``: the VJPs of the rows
+    of the identity, as one backward pass vmapped over them (``chunk_size`` rows at a time)."""
+    from .creation import eye
+    from .ops import reshape
+    flat = o.reshape(-1)
+    n = flat.shape[0]
+    if n == 0 or not _unwrapped(flat).requires_grad:    # no element, or none depends on x
         from .creation import zeros
-        return zeros(tuple(out_shape) + tuple(in_shape))
-    return reshape(stack(rows, 0), tuple(out_shape) + tuple(in_shape))
+        return [zeros(tuple(o.shape) + tuple(x.shape), dtype=o.dtype, device=o.device)
+                for x in inputs]
+
+    def row(ct):
+        return tuple(_zeros_for(_grad([flat], inputs, [ct], retain_graph=True,
+                                      create_graph=True, allow_unused=True), inputs))
+    rows = vmap(row, chunk_size=chunk_size)(eye(n, dtype=o.dtype, device=o.device))
+    return [reshape(r, tuple(o.shape) + tuple(x.shape)) for r, x in zip(rows, inputs)]
 
 
 def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
-    """``f -> the Jacobian of f`` (output dims, then input dims), one VJP per output element."""
+    """``f -> the Jacobian of f`` (output dims, then input dims): the VJPs of every output
+    element at once, vmapped over the rows of the identity (``chunk_size`` at a time)."""
     def wrapper(*args):
         with _level() as outermost, enable_grad():
             nums = _argnums(argnums, len(args))
@@ -253,15 +286,7 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
             inputs = [args[i] for i in nums]
             jac_per_out = []
             for o in outs:
-                flat = o.reshape(-1)
-                rows = [[] for _ in inputs]
-                for k in range(flat.shape[0]):
-                    gs = _zeros_for(autograd.grad(flat[k], inputs, retain_graph=True,
-                                                  create_graph=True, allow_unused=True),
-                                    inputs)
-                    for r, g in zip(rows, gs):
-                        r.append(g)
-                jacs = [_stack_rows(r, o.shape, x.shape) for r, x in zip(rows, inputs)]
+                jacs = _jacobian_rows(o, inputs, chunk_size)
                 jac_per_out.append(jacs[0] if isinstance(argnums, int) else tuple(jacs))
             result = rebuild(jac_per_out) if len(outs) != 1 or not isinstance(
                 value, Tensor) else jac_per_out[0]
@@ -375,54 +400,15 @@ def stack_module_state(models):
 
 # vmap ---------------------------------------------------------------------------------------
 
-_warned = {"vmap": False}
-
-
 def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
-    """``func`` mapped over a batch dimension of its inputs (``in_dims``: an int, None for
-    an input that is not batched, or a tuple/pytree of them), the results stacked along
-    ``out_dims``. Computed by calling ``func`` once per batch element."""
-    if randomness not in ("error", "different", "same"):
-        raise RuntimeError(f"Only allowed values for randomness are 'error', 'different', or "
-                           f"'same'. Got {randomness}")
-
-    def wrapper(*args, **kwargs):
-        from .ops import narrow, squeeze, stack
-        if not _warned["vmap"]:
-            _warned["vmap"] = True
-            warnings.warn("tracegrad.func.vmap calls the function once per batch element "
-                          "(batching rules are not implemented yet)", stacklevel=2)
-        dims = in_dims if isinstance(in_dims, (tuple, list)) else (in_dims,) * len(args)
-        if len(dims) != len(args):
-            raise ValueError(f"vmap: in_dims is not compatible with the structure of inputs: "
-                             f"{len(dims)} in_dims for {len(args)} inputs")
-        sizes = set()
-        for a, d in zip(args, dims):
-            for leaf in _flatten(a)[0]:
-                if d is not None:
-                    sizes.add(leaf.shape[d])
-        if len(sizes) != 1:
-            raise ValueError(f"vmap: Expected all tensors to have the same size in the mapped "
-                             f"dimension, got sizes {sorted(sizes)} for the mapped dimension")
-        n = sizes.pop()
-        outs = []
-        for b in range(n):
-            call = []
-            for a, d in zip(args, dims):
-                if d is None:
-                    call.append(a)
-                    continue
-                leaves, rebuild = _flatten(a)
-                call.append(rebuild([squeeze(narrow(leaf, d, b, 1), d) for leaf in leaves]))
-            outs.append(func(*call, **kwargs))
-        leaves0, rebuild = _flatten(outs[0])
-        odims = out_dims if isinstance(out_dims, (tuple, list)) else (out_dims,) * len(leaves0)
-        stacked = []
-        for j, od in enumerate(odims):
-            column = [_flatten(o)[0][j] for o in outs]
-            stacked.append(stack(column, od if od is not None else 0))
-        return rebuild(stacked)
-    return wrapper
+    """``func`` mapped over a batch dimension of its inputs, as ``torch.func.vmap``:
+    ``in_dims`` an int, None for an input that is not batched, or a tuple (one entry per
+    positional input, each an int, None or a pytree of them); the results' batch dims go to
+    ``out_dims``. Each primitive runs once over the batch, by its batching rule (a primitive
+    without one runs once per element, with one warning naming it). ``randomness``: 'error'
+    (a random op raises), 'same' (one draw for the batch) or 'different' (one per element);
+    ``chunk_size``: at most that many elements at a time."""
+    return _vmap(func, in_dims, out_dims, randomness, chunk_size=chunk_size)
 
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian",

@@ -43,6 +43,9 @@ class LazyGradient:
 
     def tensor(self):
         raise NotImplementedError
+# ``tracegrad._vmap`` sets this while a vmap runs: ``grad`` of batched tensors goes there (the
+# physical tensors' gradients, per example); it returns None where none takes part
+batched_grad = None
 
 
 def _as_tuple(x):
@@ -137,6 +140,11 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     """The gradients of ``outputs`` with respect to ``inputs``, without touching ``.grad``."""
     outputs = _as_tuple(outputs)
     inputs = _as_tuple(inputs)
+    if batched_grad is not None:    # inside vmap: gradients of its batched tensors
+        done = batched_grad(outputs, inputs, grad_outputs, retain_graph=retain_graph,
+                            create_graph=create_graph, allow_unused=allow_unused)
+        if done is not None:
+            return done
     if allow_unused is None:
         allow_unused = materialize_grads
     if materialize_grads and not allow_unused:

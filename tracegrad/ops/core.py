@@ -633,6 +633,10 @@ def inplace(prim, name, target, *others, **params):
     node (with its old value as input), and when ``target`` is a view its base
     gets a node that scatters the new view value into the old base.
     """
+    if batched_inplace is not None:     # a vmap is active: a batched tensor may take part
+        done = batched_inplace(prim, name, target, others, params)
+        if done is not None:
+            return done
     if _hooks.tracer is not None:       # inside tracegrad.compile: record it functionally
         _hooks.tracer.inplace(prim, target, others, params,
                               lambda: _inplace(prim, name, target, *others, **params))
@@ -645,6 +649,10 @@ def inplace(prim, name, target, *others, **params):
 # ``autograd.forward_ad`` sets this while a dual level is open (the bind hook does not see an
 # in-place write: ``_inplace`` binds the op to a private copy of the target's history)
 forward_inplace = None
+# ``tracegrad._vmap`` sets this while a vmap runs: an in-place op on a batched tensor is
+# computed by the batching rules and written into the physical tensor; None when none takes
+# part (the op then goes on as usual)
+batched_inplace = None
 
 
 def _inplace(prim, name, target, *others, **params):
