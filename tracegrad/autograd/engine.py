@@ -11,7 +11,8 @@ saved tensors. A leaf's gradient lands in ``.grad`` through ``accumulate``.
 The per-call cost matters for small steps (a compiled function's call is a few
 dozen microseconds), so the common cases take short paths: a node with no hooks
 is applied directly, and a graph of one node over leaves (a compiled function's
-result, one op on parameters) runs without finding and ordering the graph.
+result, one op on parameters) runs without finding and ordering the graph. A node with
+hooks (or under the profiler or anomaly mode) runs through ``node_run``.
 """
 import threading
 
@@ -20,9 +21,10 @@ import numpy as np
 from .. import _hooks
 from .._hooks import state as _hook_state
 from . import grad_mode
-from .accumulate import accumulate_grad, accumulate_nonleaf, tensor_type
-from .anomaly_mode import _Anomaly, report
+from .accumulate import accumulate_grad, tensor_type
+from .anomaly_mode import _Anomaly
 from .graph import AccumulateGrad
+from .node_run import _materialize, _run_node   # (the profiler's hook wraps engine._run_node)
 
 _gm = grad_mode._state
 # The profiler's wrapper around ``_run_node`` while it records, else None. Checked once per
@@ -198,56 +200,6 @@ def _needed(order, targets):
                 needed.add(node)
                 break
     return needed
-
-
-def _call_tensor_hooks(node, grads):
-    if type(node) is AccumulateGrad:
-        hooks = node.variable._backward_hooks
-        hooks = {0: hooks} if hooks else None
-    else:
-        hooks = node._tensor_pre_hooks
-    if hooks:
-        for nr, d in hooks.items():
-            for fn in list(d.values()):
-                if grads[nr] is None:
-                    continue
-                r = fn(grads[nr])
-                if r is not None:
-                    grads[nr] = _check_hook_result(fn, grads[nr], r)
-    if node._retain_grad:
-        for nr, ref in node._retain_grad.items():
-            t = ref()
-            g = grads[nr]
-            if t is None or g is None:
-                continue
-            if t._grad is None:
-                from ..ops import clone
-                t._grad = clone(g) if _gm.grad_enabled else g.detach().clone()
-            else:
-                t._grad = t._grad + g
-
-
-def _hook_name(fn):
-    return getattr(fn, "__name__", type(fn).__name__)
-
-
-def _check_hook_result(fn, old, new):
-    """A tensor hook may replace the gradient, but only with one of the same size and type."""
-    from ..tensor import Tensor
-    if not isinstance(new, Tensor):
-        raise TypeError(f"expected Variable, but hook returned '{type(new).__name__}'")
-    if new.shape != old.shape:
-        raise RuntimeError(f"hook '{_hook_name(fn)}' has changed the size of value")
-    if new.dtype is not old.dtype:
-        raise RuntimeError(f"hook '{_hook_name(fn)}' has changed the type of value (was "
-                           f"{old.type()} got {new.type()})")
-    return new
-
-
-def _check_nan(node, grads):
-    for i, g in enumerate(grads):
-        if g is not None and g.dtype.is_floating_point and bool(g.isnan().any()):
-            raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th output.")
 
 
 def run(outputs, root_grads, retain_graph, create_graph, inputs, accumulate):
@@ -427,73 +379,3 @@ def _sum(a, b):
 
 def _seq_of(node):
     return node._seq
-
-
-def _run_node(node, grads, cap, captured, inputs, needed, accumulate, retain_graph, create_graph):
-    """Hooks, capture and the node itself; returns the gradients for its next edges."""
-    nothing = ()
-    if all(g is None for g in grads):
-        return nothing if type(node) is AccumulateGrad else [None] * len(node.next_functions)
-    _call_tensor_hooks(node, grads)
-    if node._pre_hooks:
-        for fn in list(node._pre_hooks.values()):
-            r = fn(tuple(grads))
-            if r is not None:
-                grads = list(r)
-    if cap is not None:
-        for nr, ks in cap.items():
-            for k in ks:
-                captured[k] = grads[nr]
-    if type(node) is AccumulateGrad:
-        if accumulate and (inputs is None or cap is not None) and grads[0] is not None:
-            accumulate_grad(node.variable, grads, create_graph)
-        return nothing
-    if accumulate and cap is not None:      # backward(inputs=[non_leaf]) fills its .grad
-        for nr, ks in cap.items():
-            accumulate_nonleaf(inputs[ks[0]], grads[nr], create_graph)
-    if needed is not None and node not in needed:
-        return [None] * len(node.next_functions)
-    out = _apply(node, grads)
-    if not retain_graph:
-        node.release()
-    return out
-
-
-def _materialize(node, grads):
-    from ..creation import zeros
-    for i, g in enumerate(grads):
-        if g is None:
-            shape, dt, dev = node._out_meta[i]
-            grads[i] = zeros(shape, dtype=_dtype_of(dt), device=dev)
-    return grads
-
-
-def _dtype_of(np_dtype):
-    from ..dtypes import from_numpy
-    return from_numpy(np_dtype)
-
-
-def _apply(node, grads):
-    if node._materialize and any(g is None for g in grads):
-        grads = _materialize(node, grads)
-    try:
-        out = node.apply(grads)
-    except Exception:
-        if _Anomaly.enabled:
-            report(node)
-        raise
-    if node._post_hooks:
-        for fn in list(node._post_hooks.values()):
-            r = fn(tuple(out), tuple(grads))
-            if r is not None:
-                if len(r) != len(out):
-                    raise RuntimeError(f"hook '{_hook_name(fn)}' has returned an incorrect number "
-                                       f"of values (got {len(r)}, but expected {len(out)})")
-                out = list(r)
-    if _Anomaly.enabled and _Anomaly.check_nan:
-        try:
-            _check_nan(node, out)
-        except RuntimeError:
-            report(node)
-            raise
-    return out

@@ -23,6 +23,7 @@ from .search_count import *  # noqa: F401,F403 - bucketize, searchsorted, bincou
 from .statistics import *  # noqa: F401,F403 - cov, corrcoef, cdist, trapezoid, vander, renorm...
 from .methods_more import *  # noqa: F401,F403 - repeat, tile, ravel, Tensor.unfold, vdot...
 from . import nn_ops  # noqa: F401 - addmm and embedding primitives (Linear's, Embedding's nodes)
+from . import slice_grads  # noqa: F401 - one buffer for the gradients of many slices
 from .composite import (
     addmm, floor_divide, gelu, isfinite, lerp, log_softmax, logsumexp, mean, norm, remainder,
     rsub, silu, softmax, softplus, square, std, std_mean, true_divide, var, var_mean,

@@ -30,7 +30,8 @@ from ..autograd import grad_mode
 from ..ir import Graph, Value
 from ..ops.core import sum_to_shape, to_copy
 from ..ops.elementwise import add
-from ..ops.index_ops import index_backward, index_backward_sum, index_p
+from ..ops.index_ops import index_backward, index_p
+from ..ops.slice_grads import index_backward_sum
 from ..trace import Tracer
 
 
