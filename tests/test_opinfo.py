@@ -11,7 +11,14 @@ needs ``supports_autograd``):
   ``tracegrad.autograd.grad`` against ``torch.autograd.grad`` (rtol 1e-7, atol 1e-9);
 - ``compiled``: ``tracegrad.compile`` of a call of the op, tensors as arguments and the
   rest closed over, against tracegrad eager (rtol 1e-5, atol 1e-6); a graph break runs
-  eagerly, as ``compile`` does.
+  eagerly, as ``compile`` does;
+- ``reference``: ``forward`` on PyTorch's reference inputs (extremes, NaN/inf,
+  non-contiguous, type promotion), the first 64 of each entry.
+
+A float32 value of an entry in ``opinfo_sweep.FLOAT64_ARBITRATED`` that differs from
+PyTorch's passes if it is at least as close to the op's float64 evaluation as PyTorch's.
+Samples outside tracegrad's scope (complex and bfloat16 dtypes, complex scalars, sparse
+gradients) are skipped sample by sample, the entry checked on the rest.
 
 Samples come from a fixed seed; the eager stages run all of an entry's samples, the
 compiled stage its first 16 (``opinfo_sweep.SAMPLE_CAP``: each is a trace and a code

@@ -124,9 +124,16 @@ def _reflect_3d(coord, size, align_corners):
 
 
 def _unnormalize(coord, size, align_corners, nd):
+    """A normalised coordinate in pixels, rounded as ATen's CPU kernels round it: 2-D
+    computes ``((coord + 1) * size - 1) / 2`` with one fused multiply-add (emulated by
+    the product and difference in float64, exact for a float32 ``coord + 1``, rounded
+    once); 3-D rounds the product and the difference apart. With ``align_corners``
+    both are ``(coord + 1) / 2 * (size - 1)``, whose halving is exact."""
     if align_corners:
-        return (coord + 1) * ((size - 1) / 2) if nd == 2 else (coord + 1) / 2 * (size - 1)
-    return (coord + 1) * (size / 2) - 0.5 if nd == 2 else ((coord + 1) * size - 1) / 2
+        return (coord + 1) / 2 * (size - 1)
+    if nd == 2:
+        return ((coord + 1).double() * size - 1).to(coord.dtype) / 2
+    return ((coord + 1) * size - 1) / 2
 
 
 def _source_index(coord, size, padding_mode, align_corners, nd):

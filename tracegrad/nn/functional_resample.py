@@ -3,12 +3,15 @@ pixel shuffle.
 
 ``interpolate`` builds, per spatial dim, the tap-map descriptor of ``tracegrad.ops.pool``
 for its mode and binds that module's upsampling primitive (``mode='area'`` is an adaptive
-average pool); sizes, scales and the errors for a wrong mode or rank are PyTorch's.
+average pool; ``antialias=True`` applies PyTorch's antialiasing weights as two matrices);
+sizes, scales and the errors for a wrong mode or rank are PyTorch's.
 ``pixel_shuffle`` and ``pixel_unshuffle`` are a reshape, a permute and a reshape.
 """
 import math
 import numbers
 import warnings
+
+import numpy as np
 
 from ..ops import pool as P
 from ..ops.core import op_error
@@ -42,9 +45,12 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if mode in _LINEAR and _LINEAR[mode] != n or mode == "bicubic" and n != 2:
         raise NotImplementedError(f"Got {input.ndim}D input, but {mode} mode needs "
                                   f"{_LINEAR.get(mode, 2) + 2}D input")
-    if mode == "lanczos" or antialias:
-        raise NotImplementedError(f"interpolate: mode={mode!r} (antialias={antialias}) is not "
-                                  f"supported by tracegrad; use bilinear, linear or nearest")
+    if antialias and not (mode in ("bilinear", "bicubic", "lanczos") and input.ndim == 4):
+        raise ValueError("Anti-alias option is restricted to bilinear, bicubic, and lanczos "
+                         "modes and requires a 4-D tensor as input")
+    if mode == "lanczos":
+        raise NotImplementedError("interpolate: mode='lanczos' is not supported by tracegrad; "
+                                  "use bicubic or bilinear (antialias=True to downsample)")
     if size is not None and scale_factor is not None:
         raise ValueError("only one of size or scale_factor should be defined")
     if size is None and scale_factor is None:
@@ -71,6 +77,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     outs = tuple(int(o) for o in outs)
     if mode == "area":
         return _adaptive_avg(f"adaptive_avg_pool{n}d", n, input, outs)
+    if antialias:
+        return _antialiased(input, mode, outs, bool(align_corners), scales)
     if mode in _LINEAR:
         maps = tuple(("linear", L, o, bool(align_corners), f)
                      for L, o, f in zip(sizes, outs, scales))
@@ -81,6 +89,61 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         return P.linear_map(input, P.UPSAMPLE["cubic", 2], maps)
     maps = tuple((mode, L, o, f) for L, o, f in zip(sizes, outs, scales))
     return P.linear_map(input, P.UPSAMPLE[mode, n], maps)
+
+
+# antialiased bilinear and bicubic ----------------------------------------------------------
+
+def _triangle(x):
+    return np.maximum(1.0 - np.abs(x), 0.0)
+
+
+def _keys_cubic(x, a=-0.5):
+    """Keys' cubic convolution kernel (a = -0.5), as PyTorch's ``aa_filter`` for bicubic."""
+    x = np.abs(x)
+    near = ((a + 2) * x - (a + 3)) * x * x + 1
+    far = ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    return np.where(x < 1, near, np.where(x < 2, far, 0.0))
+
+
+_AA_FILTERS = {"bilinear": (_triangle, 2), "bicubic": (_keys_cubic, 4)}
+
+
+def _antialias_weights(mode, size, out, align_corners, scale_factor):
+    """The ``(out, size)`` matrix of PyTorch's antialiased resampling along one dim
+    (``_compute_weights_aa`` in ``UpSampleKernel.cpp``): output pixel i is centred at
+    ``scale * (i + 0.5)`` in the input; when downsampling (scale >= 1) the filter is
+    stretched by the scale, so its support (``taps / 2 * scale``) covers every input pixel
+    the output pixel stands for; the taps inside the input are weighted by the filter and
+    normalised to sum to one."""
+    kernel, taps = _AA_FILTERS[mode]
+    if align_corners:
+        scale = (size - 1) / (out - 1) if out > 1 else 0.0
+    else:
+        scale = 1.0 / scale_factor if scale_factor else size / out
+    support = taps / 2 * scale if scale >= 1 else taps / 2
+    widest = math.ceil(support) * 2 + 1
+    invscale = 1.0 / scale if scale >= 1 else 1.0
+    weights = np.zeros((out, size))
+    for i in range(out):
+        center = scale * (i + 0.5)
+        first = max(int(center - support + 0.5), 0)
+        count = min(max(min(int(center + support + 0.5), size) - first, 0), widest)
+        taps_at = np.arange(first, first + count)
+        w = kernel((taps_at - center + 0.5) * invscale)
+        total = w.sum()
+        weights[i, taps_at] = w / total if total != 0 else w
+    return weights
+
+
+def _antialiased(input, mode, outs, align_corners, scales):
+    """``interpolate(..., antialias=True)`` of a 4-D input: the height and width weight
+    matrices applied as two matmuls (differentiable and compilable as they are, so the
+    backward is the transposed matrices')."""
+    from ..creation import tensor
+    rows, cols = (tensor(_antialias_weights(mode, size, out, align_corners, f),
+                         dtype=input.dtype, device=input.device)
+                  for size, out, f in zip(input.shape[2:], outs, scales))
+    return rows @ (input @ cols.mT)
 
 
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):

@@ -93,9 +93,16 @@ def _reflected(fn):
     return lambda self, other: fn(other, self)
 
 
+def _rsub(self, other):
+    """``other - self``; NotImplemented when ``self`` is no tensor, as PyTorch's
+    ``Tensor.__rsub__(2.0, t)`` answers (its binding's TypeError, turned into
+    NotImplemented)."""
+    return sub(other, self) if isinstance(self, Tensor) else NotImplemented
+
+
 Tensor.__add__ = Tensor.__radd__ = add
 Tensor.__sub__ = sub
-Tensor.__rsub__ = _reflected(sub)
+Tensor.__rsub__ = _rsub
 Tensor.__mul__ = Tensor.__rmul__ = mul
 Tensor.__truediv__ = div
 Tensor.__rtruediv__ = _reflected(div)

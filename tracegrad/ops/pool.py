@@ -87,7 +87,7 @@ def taps(desc, dtype="float64"):
             src = ft(scale) * o.astype(ft)
         else:
             scale = ft(1.0 / scale) if scale else ft(L) / ft(out)
-            src = np.maximum(scale * (o.astype(ft) + ft(0.5)) - ft(0.5), ft(0))
+            src = np.maximum(_half_pixel_source(scale, o, ft), ft(0))
         i0 = np.minimum(src.astype(np.int64), L - 1)
         lam1 = np.clip(src - i0.astype(ft), 0, 1).astype(ft)
         idx = np.stack([i0, i0 + (i0 < L - 1)])
@@ -100,6 +100,12 @@ def taps(desc, dtype="float64"):
     return idx, w, div, first
 
 
+def _half_pixel_source(scale, o, ft):
+    """``scale * (o + 0.5) - 0.5`` rounded once, as PyTorch's CPU build computes it (one
+    fused multiply-add): in float64, exact for a float32 ``scale``, then rounded to ``ft``."""
+    return (np.float64(scale) * (o + 0.5) - 0.5).astype(ft)
+
+
 def _cubic_taps(L, out, align, scale, ft):
     """PyTorch's bicubic (Keys' cubic convolution, A = -0.75): the source position is not
     clamped at 0 (unlike linear's), taps at floor(src) - 1 .. floor(src) + 2 read the
@@ -110,7 +116,7 @@ def _cubic_taps(L, out, align, scale, ft):
         src = (ft((L - 1) / (out - 1)) if out > 1 else ft(0)) * o
     else:
         step = ft(1.0 / scale) if scale else ft(L) / ft(out)
-        src = step * (o + ft(0.5)) - ft(0.5)
+        src = _half_pixel_source(step, o.astype(np.int64), ft)
     i0 = np.floor(src)
     t = (src - i0).astype(ft)
     a = ft(-0.75)

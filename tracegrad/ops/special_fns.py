@@ -1,7 +1,10 @@
 """Special functions: the gamma family, erfinv, Bessel functions, the normal distribution's
 functions, zeta and the incomplete gamma functions, computed by SciPy's ``scipy.special``
 (the ``scipy`` extra; CuPy's ``cupyx.scipy.special`` on a GPU). Without SciPy they raise an
-error that says how to install it. ``i0`` alone has NumPy's own ``np.i0``.
+error that says how to install it. ``i0`` alone has NumPy's own ``np.i0``. Where SciPy's
+conventions are not PyTorch's, PyTorch's values are put in: its incomplete gammas'
+boundary values, polygamma's NaNs at the infinities, and zeta for q > 1e8 (PyTorch's own
+sum, where SciPy's takes an asymptotic form).
 
 Each is a primitive whose derivative is PyTorch's formula (``digamma`` for ``lgamma``,
 ``polygamma(n + 1)`` for ``polygamma(n)``, ``i1`` for ``i0`` ...). Those PyTorch leaves
@@ -154,7 +157,18 @@ def _polygamma_impl(xp, x, n):
     else:
         # CuPy's polygamma takes n as an array (it calls where(n == 0, ...))
         y = scipy_special(xp, "polygamma", "polygamma")(n if xp is np else xp.asarray(n), x)
-    return _in_dtype(xp, x, xp.asarray(y))
+    return _in_dtype(xp, x, _polygamma_infinities(xp, x, xp.asarray(y), n))
+
+
+def _polygamma_infinities(xp, x, y, n):
+    """PyTorch's values at the infinities where SciPy's differ: NaN at +inf for n >= 2 (its
+    ``zeta(n + 1, inf)`` meets ``0 * inf``) and at -inf for n = 1 (its reflection takes
+    ``sin(pi * inf)``); SciPy says -+0 and +inf."""
+    if n >= 2:
+        return xp.where(xp.isposinf(x), xp.nan, y)
+    if n == 1:
+        return xp.where(xp.isneginf(x), xp.nan, y)
+    return y
 
 
 polygamma_p = Primitive(
@@ -172,7 +186,53 @@ def polygamma(n, input):
 
 
 def _zeta_impl(xp, x, q):
-    return scipy_special(xp, "zeta", "special.zeta")(_as_float(x), _as_float(q))
+    """SciPy's Hurwitz zeta, but for q > 1e8, where SciPy's Cephes takes an asymptotic
+    form that PyTorch's lacks: there PyTorch's own sum (``_zeta_large_q``)."""
+    x, q = _as_float(x), _as_float(q)
+    y = xp.asarray(scipy_special(xp, "zeta", "special.zeta")(x, q))
+    large = (q > 1e8) & (x > 1)
+    if not bool(xp.any(large)):
+        return y
+    wide_x, wide_q = (xp.broadcast_to(v, y.shape).astype(np.float64) for v in (x, q))
+    with np.errstate(all="ignore"):
+        own = _zeta_large_q(xp, xp.where(large, wide_x, 2.0), xp.where(large, wide_q, 1e9))
+    return xp.where(large, own, y).astype(y.dtype, copy=False)
+
+
+_ZETA_A = (12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9,
+           7.47242496e10, -2.950130727918164224e12, 1.1646782814350067249e14,
+           -4.5979787224074726105e15, 1.8152105401943546773e17, -7.1661652561756670113e18)
+_MACHEP = 1.11022302462515654042e-16
+
+
+def _zeta_large_q(xp, x, q):
+    """PyTorch's ``zeta`` (Cephes' Euler-Maclaurin sum, in float64) for q > 9: nine terms
+    of the sum, then up to twelve correction terms, each element stopping where its next
+    term is below MACHEP relative to its sum. Its NaNs are kept: where every term
+    underflows and the correction's product of x + k overflows (x ~ 1e13 and more) it
+    meets 0 * inf; so does q = inf."""
+    s, a, b = q ** -x, q, xp.zeros_like(q)
+    done, result = xp.zeros(q.shape, dtype=bool), xp.zeros_like(q)
+    for _ in range(9):
+        a = a + 1
+        b = a ** -x
+        s = xp.where(done, s, s + b)
+        converged = ~done & (-_MACHEP * s < b) & (b < _MACHEP * s)
+        result, done = xp.where(converged, s, result), done | converged
+    w = a
+    s = s + b * w / (x - 1) - 0.5 * b
+    a, k = xp.ones_like(q), 0.0
+    for coefficient in _ZETA_A:
+        a = a * (x + k)
+        b = b / w
+        term = a * b / coefficient
+        s = s + term
+        converged = ~done & (xp.abs(term / s) < _MACHEP)
+        result, done = xp.where(converged, s, result), done | converged
+        a = a * (x + k + 1)
+        b = b / w
+        k += 2.0
+    return xp.where(done, result, s)
 
 
 special_zeta_p = Primitive(
@@ -187,12 +247,35 @@ def _gammainc_grad(g, a, x, upper):
     return g * (-d if upper else d)
 
 
+def _incomplete_gamma_edges(xp, a, x, y, upper):
+    """PyTorch's boundary values, tested in its order before NaN reaches the series: NaN
+    for a < 0 or x < 0; at a = 0, P = 1 for x > 0 (else NaN); at x = 0, P = 0; at
+    a = inf, P = 0 (NaN if x = inf too); at x = inf, P = 1. So P(inf, NaN) = 0 and
+    P(NaN, inf) = 1 where SciPy says NaN. Q = 1 - P at each of them."""
+    def p(value):
+        return 1 - value if upper else value
+    nan = xp.nan
+    return xp.where((x < 0) | (a < 0), nan, xp.where(
+        a == 0, xp.where(x > 0, p(1.0), nan), xp.where(
+            x == 0, p(0.0), xp.where(
+                xp.isinf(a), xp.where(xp.isinf(x), nan, p(0.0)), xp.where(
+                    xp.isinf(x), p(1.0), y)))))
+
+
+def _incomplete_gamma_impl(name, upper):
+    def impl(xp, a, x):
+        a, x = _as_float(a), _as_float(x)
+        y = xp.asarray(scipy_special(xp, name, f"special.{name}")(a, x))
+        return _incomplete_gamma_edges(xp, a, x, y, upper).astype(y.dtype, copy=False)
+    return impl
+
+
 def _incomplete_gamma_p(name, upper):
     """The regularised lower (upper) incomplete gamma P(a, x) (Q(a, x)): SciPy's
-    ``gammainc`` (``gammaincc``); differentiable in x only, as in PyTorch."""
+    ``gammainc`` (``gammaincc``) inside PyTorch's boundary values; differentiable in x
+    only, as in PyTorch."""
     return Primitive(
-        f"special_{name}",
-        lambda xp, a, x: scipy_special(xp, name, f"special.{name}")(_as_float(a), _as_float(x)),
+        f"special_{name}", _incomplete_gamma_impl(name, upper),
         args=("self", "other"), dtype=float_promote, shape=broadcast,
         vjp=(None, lambda g, a, x, out: _gammainc_grad(g, a, x, upper)),
         saves=("self", "other"), kind="other")

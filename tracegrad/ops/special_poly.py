@@ -13,8 +13,9 @@ kernel (``aten/src/ATen/native/Math.h``) computes it, vectorised over the array:
 - every other element runs the three-term recurrence, looping over the degree up to the
   largest one, each element keeping the value at its own degree.
 
-The arithmetic is PyTorch's, in the result's dtype, so results agree to rounding (its
-build may fuse a multiply-add). One difference: at x = NaN with n >= 2, PyTorch's kernels
+The arithmetic is PyTorch's, in the result's dtype, the recurrences' steps of T, U, V, W
+and the Hermite polynomials rounded once as PyTorch's build fuses them (``_fma``), so
+float32 results agree to rounding. One difference: at x = NaN with n >= 2, PyTorch's kernels
 other than T's and the Hermite ones return an uninitialised variable (their loop stops
 before its first step: NaN, inf or a denormal, by what the stack held); here it is NaN.
 
@@ -22,9 +23,9 @@ None of them has a derivative in PyTorch, whose results do not require grad: her
 have none either (``vjp=None``), so results never require grad and backward never
 reaches them.
 
-``airy_ai`` is SciPy's ``airy`` (its first output; NaN at +-inf as PyTorch's). CuPy has
-no ``airy``: on a GPU it raises the error saying so. ``spherical_bessel_j0`` is
-PyTorch's own formula in array operations (CuPy has no ``spherical_jn`` either).
+``airy_ai`` is PyTorch's kernel evaluated in float64 (``special_airy``; NaN at +-inf as
+PyTorch's), on a GPU too. ``spherical_bessel_j0`` is PyTorch's own formula in array
+operations (CuPy has no ``spherical_jn`` either).
 """
 import numpy as np
 
@@ -33,7 +34,7 @@ from ..tensor import Tensor
 from .core import Primitive, bind, op_error
 from .elementwise import _as_float
 from .rules import broadcast, float_promote, same_shape
-from .special_fns import _in_dtype, scipy_special
+from .special_airy import airy_ai_impl
 
 _HERMITE_LIMIT = {np.dtype(np.float32): 128, np.dtype(np.float64): 512}
 
@@ -58,49 +59,71 @@ def _recurrence(xp, k, p1, step):
     return out
 
 
+def _fma(a, b, c):
+    """``a * b + c`` rounded once, as PyTorch's CPU build contracts its recurrences' steps
+    (``(x + x) * q - p``, ``x * q - k * p``) into fused multiply-adds: for float32 the
+    product and sum in float64 (the product exact), then rounded; float64 as written."""
+    if a.dtype != np.float32:
+        return a * b + c
+    wide = a.astype(np.float64) * b.astype(np.float64) + c.astype(np.float64)
+    return wide.astype(np.float32)
+
+
 def _chebyshev(kind, trig_above, shifted=False):
     """The rules of the Chebyshev polynomial T, U, V or W at y = x (or y = 2x - 1, shifted):
     its first degree, its recurrence, the values at y = +-1 and, for degrees above
-    ``trig_above`` inside (-1, 1), its trigonometric form with its fallback where the
-    form would divide by 0 (PyTorch's shifted W falls back to +-1 where W's own fallback
-    is its value at the nearer end)."""
+    ``trig_above`` inside (-1, 1), its trigonometric form (``_trig_form``)."""
     def rules(xp, x, k, kf):
         y = x + x - 1 if shifted else x
-        theta = xp.arccos(y)
-        half = theta / 2
-
-        def parity(v):
-            return xp.where(k % 2 == 0, v, -v)
 
         def ends(at_1, at_minus_1):     # the value at y = 1, or at y = -1 (+-, by parity)
-            return xp.where(y > 0, at_1, parity(at_minus_1))
-        if kind == "t":
-            p1, end, trig = y, ends(1, 1), xp.cos(kf * theta)
-        elif kind == "u":
-            p1, end = y + y, ends(kf + 1, kf + 1)
-            trig = xp.where(xp.sin(theta) != 0, xp.sin((kf + 1) * theta) / xp.sin(theta),
-                            (kf + 1) * xp.cos((kf + 1) * theta) / y)
-        elif kind == "v":
-            p1, end = y + y - 1, ends(1, 2 * kf + 1)
-            trig = xp.where(xp.sin(half) != 1, xp.cos((kf + 0.5) * theta) / xp.cos(half),
-                            parity(2 * kf + 1))
-        else:
-            p1, end = y + y + 1, ends(2 * kf + 1, 1)
-            trig = xp.where(xp.cos(half) != 1, xp.sin((kf + 0.5) * theta) / xp.sin(half),
-                            parity(1) if shifted else end)
+            return xp.where(y > 0, at_1, xp.where(k % 2 == 0, at_minus_1, -at_minus_1))
+        p1, end = {"t": (y, ends(1, 1)), "u": (y + y, ends(kf + 1, kf + 1)),
+                   "v": (y + y - 1, ends(1, 2 * kf + 1)),
+                   "w": (y + y + 1, ends(2 * kf + 1, 1))}[kind]
         at_end = (x == 1) | (x == 0) if shifted else xp.abs(x) == 1
         inside = (k > trig_above) & (xp.abs(y) < 1)
-        return p1, lambda m, q, p: (y + y) * q - p, [(at_end, end), (inside, trig)]
+        trig = _trig_form(xp, kind, x, k, shifted, end)
+        return p1, lambda m, q, p: _fma(y + y, q, -p), [(at_end, end), (inside, trig)]
     return rules
 
 
+def _trig_form(xp, kind, x, k, shifted, end):
+    """T, U, V or W of degree k at y = cos(theta) in (-1, 1) by its trigonometric form,
+    with its fallback where the form would divide by 0 (PyTorch's shifted W falls back to
+    +-1 where W's own fallback is its value at the nearer end). The fallback is chosen
+    as PyTorch chooses it, in the input's dtype (float32's cos(theta / 2) is 1 within
+    3e-4 of y = 1); the form is evaluated in float64 from the float64 y, then rounded:
+    near a root it cancels, and float32's rounding of y and theta, times the degree,
+    would leave a few ulps of theta in the result."""
+    narrow = xp.arccos(x + x - 1 if shifted else x)
+    wide = x.astype(np.float64)
+    y = wide + wide - 1 if shifted else wide
+    kf = k.astype(np.float64)
+    theta = xp.arccos(y)
+
+    def parity(v):
+        return xp.where(k % 2 == 0, v, -v)
+    if kind == "t":
+        return xp.cos(kf * theta)
+    if kind == "u":
+        return xp.where(xp.sin(narrow) != 0, xp.sin((kf + 1) * theta) / xp.sin(theta),
+                        (kf + 1) * xp.cos((kf + 1) * theta) / y)
+    if kind == "v":
+        return xp.where(xp.sin(narrow / 2) != 1, xp.cos((kf + 0.5) * theta) / xp.cos(theta / 2),
+                        parity(2 * kf + 1))
+    return xp.where(xp.cos(narrow / 2) != 1, xp.sin((kf + 0.5) * theta) / xp.sin(theta / 2),
+                    parity(1.0) if shifted else end)
+
+
 def _hermite_h(xp, x, k, kf):
-    return (x + x, lambda m, q, p: (x + x) * q - (2 * m - 2) * p,
+    return (x + x, lambda m, q, p: _fma(x + x, q, -((2 * m - 2) * p)),
             [(k > _HERMITE_LIMIT[x.dtype], np.nan)])
 
 
 def _hermite_he(xp, x, k, kf):
-    return x, lambda m, q, p: x * q - (m - 1) * p, [(k > _HERMITE_LIMIT[x.dtype], np.nan)]
+    return x, lambda m, q, p: _fma(x, q, -((m - 1) * p)), [(k > _HERMITE_LIMIT[x.dtype],
+                                                          np.nan)]
 
 
 def _laguerre_l(xp, x, k, kf):
@@ -210,8 +233,7 @@ legendre_polynomial_p = _polynomial(
 
 
 def _airy_ai(xp, x):
-    x = _as_float(x)
-    return _in_dtype(xp, x, xp.asarray(scipy_special(xp, "airy", "special.airy_ai")(x)[0]))
+    return airy_ai_impl(xp, _as_float(x))
 
 
 def _spherical_bessel_j0(xp, x):
