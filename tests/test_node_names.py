@@ -122,6 +122,19 @@ CASES = {
     "stack": lambda lib: lib.stack(_inputs(lib, (2,), (2,)), 1),
     "transpose and t": lambda lib: _inputs(lib, (2, 3))[0].t().transpose(0, 1),
     "addmm": lambda lib: lib.addmm(*_inputs(lib, (3,), (2, 4), (4, 3))),
+    "cross_entropy label_smoothing": _loss("cross_entropy", _labels, label_smoothing=0.1),
+    "cross_entropy label_smoothing, sum": _loss("cross_entropy", _labels,
+                                                label_smoothing=0.2, reduction="sum"),
+    "cross_entropy label_smoothing, weight": lambda lib: lib.nn.functional.cross_entropy(
+        _inputs(lib, (4, 3))[0], _labels(lib), weight=lib.tensor([1., 2., 3.],
+                                                                 dtype=lib.float64),
+        label_smoothing=0.1),
+    "sum over a dim": lambda lib: _inputs(lib, (4, 3))[0].sum(1),
+    "sum over dims, then all": lambda lib: _inputs(lib, (4, 3))[0].sum((0, 1)).sum(),
+    "masked_fill by a number": lambda lib: _inputs(lib, (4, 3))[0].masked_fill(
+        lib.tensor([[True, False, True]]), 0.0),
+    "masked_fill by a tensor": lambda lib: _inputs(lib, (4, 3))[0].masked_fill(
+        lib.tensor([[True, False, True]]), lib.tensor(2.0, dtype=lib.float64)),
 }
 
 

@@ -103,6 +103,13 @@ def _class_weight(weight, input):
     return weight.reshape((1, -1) + (1,) * (input.ndim - 2))
 
 
+@backward_name("MulBackward1", collapse=False)
+def _scaled(input, value):
+    """``input * value`` for a number ``value``: PyTorch's ``mul.Scalar``, whose node is
+    ``MulBackward1`` (a Python number in ``x * 2`` becomes a tensor: ``MulBackward0``)."""
+    return input * value
+
+
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
                   reduction="mean", label_smoothing=0.0):
     """log_softmax over the class dim, then the NLL of class indices (``target`` integer) or
@@ -131,20 +138,23 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
             return -terms.sum(class_dim)
         total = -terms.sum()
         return total / (input.numel() / n_classes) if reduction == "mean" else total
-    loss, w = _nll_terms(logp, target, weight, ignore_index)
-    nll = _divide_by_total(loss.sum(), w.sum()) if reduction == "mean" \
-        else _reduce(loss, reduction)
-    if label_smoothing == 0:
-        return nll
-    # PyTorch's smoothing term: the (weighted) sum of -log p over all classes
-    smooth = -((logp * _class_weight(weight, input)) if weight is not None else logp)
-    smooth = masked_fill(smooth.sum(class_dim), target == ignore_index, 0.0)
+    # PyTorch's label smoothing, node for node: (1 - s) * nll + smooth * (s / classes), where
+    # smooth is the (weighted) sum of -log p over the classes, 0 where the target is ignored
+    nll = nll_loss(logp, target, weight, ignore_index=ignore_index, reduction=reduction)
+    ignored = target == ignore_index
+    smooth = (-(logp * _class_weight(weight, input)).sum(class_dim) if weight is not None
+              else -logp.sum(class_dim))
+    smooth = masked_fill(smooth, ignored, 0.0)
     if reduction == "mean":
-        # w is the target weight, or 1, at each position not ignored
-        smooth = _divide_by_total(smooth.sum(), w.sum())
-    else:
-        smooth = _reduce(smooth, reduction)
-    return nll * (1 - label_smoothing) + smooth * (label_smoothing / n_classes)
+        if weight is not None:      # the targets' weights, as nll_loss divides by
+            picked = weight.detach().gather(0, where(ignored, 0, target).reshape(-1))
+            total = where(ignored.reshape(-1), 0.0, picked).sum()
+        else:
+            total = (~ignored).sum()
+        smooth = smooth.sum() / total
+    elif reduction == "sum":
+        smooth = smooth.sum()
+    return _scaled(nll, 1 - label_smoothing) + _scaled(smooth, label_smoothing / n_classes)
 
 
 @backward_name("BinaryCrossEntropyBackward0")

@@ -201,13 +201,19 @@ def backward_name(name, collapse=True):
             node = out._grad_fn if type(out) is Tensor else None
             if node is not None and not any(type(a) is Tensor and a._grad_fn is node
                                             for a in args):
-                label = name if type(name) is str else name(*args, **kwargs)
-                cls = type(node)
-                if cls.__name__ != label:
-                    sub = _RENAMED.get((cls, label))
-                    if sub is None:
-                        sub = _RENAMED[(cls, label)] = type(label, (cls,), {"__slots__": ()})
-                    node.__class__ = sub
+                rename_node(node, name if type(name) is str else name(*args, **kwargs))
             return out
         return named
     return decorate
+
+
+def rename_node(node, label):
+    """Show ``node`` under PyTorch's name ``label`` (as a subclass of its class, made once
+    per class and name): a function of one primitive whose PyTorch overload has a node name
+    of its own (``sum`` over dims is ``SumBackward1``)."""
+    cls = type(node)
+    if cls.__name__ != label:
+        sub = _RENAMED.get((cls, label))
+        if sub is None:
+            sub = _RENAMED[(cls, label)] = type(label, (cls,), {"__slots__": ()})
+        node.__class__ = sub

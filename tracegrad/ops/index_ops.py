@@ -13,7 +13,7 @@ from ..device import recording, xp_of
 from ..tensor import Tensor
 from .core import Primitive, apply_view_steps, bind, inplace, op_error
 from .data_dependent import graph_break, is_mask_key
-from .declare import method
+from .declare import method, rename_node
 from .rules import norm_dim
 from ..symbolic import Specialize, SymInt, slice_length, symbols_in
 
@@ -410,7 +410,12 @@ def masked_fill(input, mask, value):
         raise op_error("masked_fill", f"masked_fill_ only supports boolean masks, but got mask "
                                       f"with dtype {mask.dtype.name}")
     out = where(mask, value, input)
-    return out if out.dtype is input.dtype else out.to(input.dtype)
+    if out.dtype is not input.dtype:
+        return out.to(input.dtype)
+    if out._grad_fn is not None:    # PyTorch's masked_fill.Scalar / masked_fill.Tensor
+        rename_node(out._grad_fn, "MaskedFillBackward1" if isinstance(value, Tensor)
+                    else "MaskedFillBackward0")
+    return out
 
 
 @method("masked_fill_")

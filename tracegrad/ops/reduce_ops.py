@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import dtypes
 from .core import LINEAR, Combiner, Primitive, bind, op_error
-from .declare import method
+from .declare import method, rename_node
 from .rules import norm_dim, norm_dims, reduced_shape, reduction_dims
 
 
@@ -152,8 +152,11 @@ all_p = Primitive("all", lambda xp, x, dims, keepdim: xp.all(x, axis=dims, keepd
 @method
 def sum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
     dims = reduction_dims(dim, input.ndim)
-    return bind(sum_p, input, dims=dims, keepdim=keepdim,
-                dtype=None if dtype is None else dtypes.as_dtype(dtype))
+    out = bind(sum_p, input, dims=dims, keepdim=keepdim,
+               dtype=None if dtype is None else dtypes.as_dtype(dtype))
+    if dim is not None and out._grad_fn is not None:
+        rename_node(out._grad_fn, "SumBackward1")   # PyTorch's sum.dim_IntList
+    return out
 
 
 @method
