@@ -90,6 +90,17 @@ def test_values_benchmark_runs_both_draws():
         assert row is not None and len(row.split()) == len(system.split()) + 3, proc.stdout
 
 
+def test_per_sample_benchmark_runs_and_checks_against_torch_func():
+    pytest.importorskip("torch")
+    proc = subprocess.run([sys.executable, str(BENCH / "per_sample.py"), "--batch", "2",
+                           "--rounds", "1"],
+                          capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stderr
+    for system in ("tracegrad vmap(grad) eager", "tracegrad compile(vmap(grad))",
+                   "torch.func vmap(grad)"):
+        assert any(r.startswith(system) for r in proc.stdout.splitlines()), proc.stdout
+
+
 def _gpu_present():
     try:
         import cupy
