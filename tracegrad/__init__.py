@@ -92,6 +92,20 @@ def compile(fn=None, *, backend=None, dynamic=None, fullgraph=False, mode=None,
     return wrap if fn is None else wrap(fn)
 
 
+def _conv_kernels():
+    """The C window kernels of the convolutions and pools (``ops/conv_columns.py``): the
+    package installs this look-up, so that the eager core does not import the code
+    generator; without it (no ``tracegrad.codegen``) the NumPy code runs."""
+    try:
+        from tracegrad.codegen import conv_kernels
+    except ImportError:
+        return False
+    return conv_kernels.provide()
+
+
+ops.conv_columns.KERNEL_PROVIDER = _conv_kernels
+
+
 class _LegacyTensorType(type):
     """``tracegrad.FloatTensor`` and friends: constructors and isinstance checks by dtype."""
 

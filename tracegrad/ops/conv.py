@@ -5,12 +5,13 @@ them batch and channels. Padding is a tuple of ``(low, high)`` pairs, one per sp
 so PyTorch's asymmetric ``'same'`` split needs no extra op (the pad primitives themselves,
 ``F.pad``'s, are ``pad.py``'s).
 
-Implementations take strided windows of the padded input (one ``as_strided`` view, no copy),
-copy them once into columns with the batch beside the positions, ``(G, Cg*K, N*P)``, and
-contract them with the weight in ONE GEMM per group over every sample (a matmul batched over
-the samples ran N small GEMMs, slower; ``einsum`` over the windows was slower still). The
-adjoints scatter columns back with a loop over kernel offsets (or over output positions,
-whichever is shorter), vectorised over everything else, so no ``add.at``.
+Implementations copy the input's windows once into columns and contract them with the
+weight by GEMM: where a sample has few output positions, ONE GEMM per group over every
+sample, the batch beside the positions ``(G, Cg*K, N*P)`` (N small GEMMs would be slower);
+where it has many, one per sample ``(N, G, Cg*K, P)``, which needs no transpose of the
+output (``PER_SAMPLE_POSITIONS``; ``einsum`` over the windows was slower than either). The
+adjoints add columns back into an image. Those copies and scatter-adds are
+``conv_columns.py``'s (C kernels where they can run, else NumPy).
 
 The VJP rules are tracegrad ops, so double backward works. Three bilinear primitives close
 under differentiation (W is the weight gradient, itself one windows-times-matmul):
@@ -23,54 +24,12 @@ im2col and col2im are each other's VJP.
 """
 import math
 
-import numpy as np
-
+from .conv_columns import _columns, _image, _out_len, _scatter, _windows, c_kernels
 from .core import Primitive, bind
 from .shape_ops import narrow
 
 _TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "int64": "Long",
                "int32": "Int", "bool": "Bool", "int8": "Char", "uint8": "Byte", "int16": "Short"}
-
-
-# strided windows and their adjoint ----------------------------------------------------------
-
-def _out_len(n, k, stride, dilation, lo, hi):
-    return (n + lo + hi - dilation * (k - 1) - 1) // stride + 1
-
-
-def _windows(xp, x, kernel, stride, padding, dilation):
-    """A ``(N, C, *P, *K)`` view of ``x`` padded with zeros: window ``p`` at offset ``k``."""
-    nd = len(kernel)
-    if any(lo or hi for lo, hi in padding):
-        x = xp.pad(x, ((0, 0),) * (x.ndim - nd) + tuple(padding))
-    lead, sizes, st = x.shape[:-nd], x.shape[-nd:], x.strides[-nd:]
-    out = tuple(_out_len(n, k, s, d, 0, 0) for n, k, s, d in zip(sizes, kernel, stride, dilation))
-    strides = x.strides[:-nd] + tuple(a * s for a, s in zip(st, stride)) \
-        + tuple(a * d for a, d in zip(st, dilation))
-    return xp.lib.stride_tricks.as_strided(x, lead + out + tuple(kernel), strides)
-
-
-def _scatter(xp, cols, size, stride, padding, dilation):
-    """Adjoint of ``_windows``: ``cols`` ``(N, C, *K, *P)`` summed into an ``(N, C, *size)``
-    array. Loops over kernel offsets or over output positions, whichever is fewer."""
-    nd = len(size)
-    lead = cols.shape[:2]
-    kernel, pos = cols.shape[2:2 + nd], cols.shape[2 + nd:]
-    padded = tuple(n + lo + hi for n, (lo, hi) in zip(size, padding))
-    out = xp.zeros(lead + padded, dtype=cols.dtype)
-    every = (slice(None),) * 2
-    if math.prod(kernel) <= math.prod(pos):
-        for k in np.ndindex(*kernel):
-            dst = tuple(slice(i * d, i * d + s * (p - 1) + 1, s)
-                        for i, d, s, p in zip(k, dilation, stride, pos))
-            out[every + dst] += cols[every + k]
-    else:
-        for p in np.ndindex(*pos):
-            dst = tuple(slice(i * s, i * s + d * (k - 1) + 1, d)
-                        for i, d, s, k in zip(p, dilation, stride, kernel))
-            out[every + dst] += cols[every + (slice(None),) * nd + p]
-    crop = tuple(slice(lo, lo + n) for n, (lo, _) in zip(size, padding))
-    return xp.ascontiguousarray(out[every + crop])
 
 
 def _type_name(dt):
@@ -113,21 +72,32 @@ def _conv_shape(x, w, stride, padding, dilation, groups):
                                 in zip(x[2:], w[2:], stride, dilation, padding))
 
 
+# One GEMM per sample where a sample has this many output positions or more (its GEMM is then
+# wide enough for BLAS), else one GEMM over every sample. One thread, float32: LeNet's conv1
+# (6 x 25 weights, 64 x 784 positions) took 1.3 ms as one GEMM plus the output's transpose,
+# 0.5 ms per sample; ResNet-18's last stage (512 x 4608, 8 x 4 positions) 1.7 ms as one GEMM,
+# 6 ms per sample.
+PER_SAMPLE_POSITIONS = 100
+# The weight gradient of per-sample columns sums the samples' products, made at once where
+# they take at most this many bytes, else accumulated one sample at a time.
+PER_SAMPLE_PRODUCTS = 4 << 20
+
+
+def _per_sample(pos):
+    return math.prod(pos) >= PER_SAMPLE_POSITIONS
+
+
 def _conv_impl(xp, x, w, stride, padding, dilation, groups):
-    _conv_shape(x.shape, w.shape, stride, padding, dilation, groups)    # a wrong shape may fit
-    nd = w.ndim - 2
-    n, g, kernel = x.shape[0], groups, w.shape[2:]
-    win = _windows(xp, x, kernel, stride, padding, dilation)          # (N, C, *P, *K)
-    pos = win.shape[2:2 + nd]
-    spatial = tuple(range(2, 2 + nd))
-    # the columns with the batch beside the positions, so that ONE GEMM per group covers
-    # every sample: a batched matmul would run N small GEMMs (and broadcasting the weight
-    # over the batch can leave NumPy's matmul off BLAS altogether)
-    cols = win.transpose((1,) + tuple(a + nd for a in spatial) + (0,) + spatial)
-    ck = w.shape[1] * math.prod(kernel)
-    cols = cols.reshape(g, ck, n * math.prod(pos))                    # (G, Cg*K, N*P): a copy
-    out = xp.matmul(w.reshape(g, w.shape[0] // g, ck), cols)           # (G, Og, N*P)
-    out = out.reshape((w.shape[0], n) + pos)
+    # checked here too (a wrong shape may fit the windows)
+    pos = _conv_shape(x.shape, w.shape, stride, padding, dilation, groups)[2:]
+    n, g, kernel, o = x.shape[0], groups, w.shape[2:], w.shape[0]
+    per_sample = _per_sample(pos)
+    cols = _columns(xp, x, kernel, stride, padding, dilation, pos, g, per_sample)
+    wg = w.reshape(g, o // g, w.shape[1] * math.prod(kernel))
+    if per_sample:      # (N, G, Og, P): the output's layout
+        return xp.matmul(wg, cols).reshape((n, o) + pos)
+    # the batch beside the positions, so that ONE GEMM per group covers every sample
+    out = xp.matmul(wg, cols).reshape((o, n) + pos)                    # (G, Og, N*P)
     return xp.ascontiguousarray(xp.moveaxis(out, 1, 0))
 
 
@@ -138,21 +108,23 @@ def _input_grad(g, x, w, stride, padding, dilation, groups):
 
 
 def _conv_weight_impl(xp, x, g, kernel, stride, padding, dilation, groups):
-    nd = len(kernel)
     n, c = x.shape[:2]
     o, pos = g.shape[1], g.shape[2:]
-    cg, og = c // groups, o // groups
-    win = _windows(xp, x, kernel, stride, padding, dilation)          # (N, C, *P, *K)
-    win = win[(slice(None),) * 2 + tuple(slice(0, p) for p in pos)]   # an output padding's extra
-    win = win.reshape((n, groups, cg) + pos + tuple(kernel))
-    sp = tuple(range(3, 3 + nd))
-    # the forward's column layout (positions innermost: the copy reads rows of the input);
-    # the GEMM takes it transposed, which BLAS does without a copy
-    cols = win.transpose((1, 2) + tuple(a + nd for a in sp) + (0,) + sp)
-    ck, npos = cg * math.prod(kernel), n * math.prod(pos)
-    cols = cols.reshape(groups, ck, npos)                            # (G, Cg*K, N*P): a copy
-    gs = g.reshape(n, groups, og, math.prod(pos)).transpose(1, 2, 0, 3).reshape(groups, og, npos)
-    return xp.matmul(gs, cols.transpose(0, 2, 1)).reshape((o, cg) + tuple(kernel))
+    cg, og, npos = c // groups, o // groups, math.prod(pos)
+    per_sample = _per_sample(pos)
+    # the forward's columns; the GEMM takes them transposed, which BLAS does without a copy
+    cols = _columns(xp, x, kernel, stride, padding, dilation, pos, groups, per_sample)
+    shape = (o, cg) + tuple(kernel)
+    if not per_sample:
+        gs = g.reshape(n, groups, og, npos).transpose(1, 2, 0, 3).reshape(groups, og, n * npos)
+        return xp.matmul(gs, cols.transpose(0, 2, 1)).reshape(shape)
+    gs, cols_t = g.reshape(n, groups, og, npos), cols.transpose(0, 1, 3, 2)
+    if n * o * cols.shape[2] * g.itemsize <= PER_SAMPLE_PRODUCTS:
+        return xp.matmul(gs, cols_t).sum(0).reshape(shape)
+    out = xp.zeros((groups, og, cols.shape[2]), g.dtype)
+    for i in range(n):
+        out += xp.matmul(gs[i], cols_t[i])
+    return out.reshape(shape)
 
 
 def _conv_weight_shape(x, g, kernel, stride, padding, dilation, groups):
@@ -223,12 +195,14 @@ def _convt_impl(xp, u, w, stride, padding, dilation, groups, output_padding):
     n, g, kernel, pos = u.shape[0], groups, w.shape[2:], u.shape[2:]
     og, cg = w.shape[0] // g, w.shape[1]
     wt = w.reshape(g, og, cg * math.prod(kernel)).transpose(0, 2, 1)  # (G, Cg*K, Og)
-    # one GEMM per group over every sample (as in _conv_impl): the batch beside the positions
-    us = u.reshape(n, g, og, math.prod(pos)).transpose(1, 2, 0, 3).reshape(g, og, -1)
-    cols = xp.matmul(wt, us)                                           # (G, Cg*K, N*P)
-    cols = xp.moveaxis(cols.reshape((g * cg,) + kernel + (n,) + pos), 1 + len(kernel), 0)
     size = _convt_size(u.shape, w.shape, stride, padding, dilation, output_padding)
-    return _scatter(xp, cols, size, stride, padding, dilation)
+    per_sample = _per_sample(pos)
+    if per_sample:      # (N, G, Cg*K, P)
+        cols = xp.matmul(wt, u.reshape(n, g, og, math.prod(pos)))
+    else:               # one GEMM per group over every sample: the batch beside the positions
+        us = u.reshape(n, g, og, math.prod(pos)).transpose(1, 2, 0, 3).reshape(g, og, -1)
+        cols = xp.matmul(wt, us)                                       # (G, Cg*K, N*P)
+    return _image(xp, cols, n, size, kernel, stride, padding, dilation, pos, per_sample)
 
 
 def _fit(t, shape):
@@ -259,7 +233,10 @@ def conv_transpose_nd(input, weight, stride, padding, dilation, groups, output_p
 # im2col / col2im ----------------------------------------------------------------------------
 
 def _im2col_impl(xp, x, kernel, dilation, padding, stride):
-    _im2col_shape(x.shape, kernel, dilation, padding, stride)
+    pos = _im2col_pos(x.shape, kernel, dilation, padding, stride)
+    fast = c_kernels(xp, x)
+    if fast is not None:
+        return fast.im2col(x, kernel, stride, padding, dilation, pos, batch_major=True)
     nd = len(kernel)
     win = _windows(xp, x, kernel, stride, padding, dilation)           # (N, C, *P, *K)
     spatial = tuple(range(2, 2 + nd))
@@ -268,6 +245,12 @@ def _im2col_impl(xp, x, kernel, dilation, padding, stride):
 
 
 def _im2col_shape(x, kernel, dilation, padding, stride):
+    pos = _im2col_pos(x, kernel, dilation, padding, stride)
+    return (x[0], x[1] * math.prod(kernel), math.prod(pos))
+
+
+def _im2col_pos(x, kernel, dilation, padding, stride):
+    """The sliding blocks' positions per spatial dim (checked to be at least one)."""
     nd = len(kernel)
     pos = tuple(_out_len(n, k, s, d, lo, hi) for n, k, s, d, (lo, hi)
                 in zip(x[-nd:], kernel, stride, dilation, padding))
@@ -277,7 +260,7 @@ def _im2col_shape(x, kernel, dilation, padding, stride):
                            f"{tuple(lo for lo, _ in padding)}, calculated shape of the array of "
                            f"sliding blocks as ({', '.join(map(str, pos))}), but its components "
                            f"must be at least one.")
-    return (x[0], x[1] * math.prod(kernel), math.prod(pos))
+    return pos
 
 
 def _col2im_impl(xp, cols, output_size, kernel, dilation, padding, stride):
@@ -285,6 +268,10 @@ def _col2im_impl(xp, cols, output_size, kernel, dilation, padding, stride):
     pos = tuple(_out_len(n, k, s, d, lo, hi) for n, k, s, d, (lo, hi)
                 in zip(output_size, kernel, stride, dilation, padding))
     c = cols.shape[1] // math.prod(kernel)
+    fast = c_kernels(xp, cols)
+    if fast is not None:
+        return fast.col2im(cols, cols.shape[0], c, output_size, kernel, stride, padding,
+                           dilation, pos, batch_major=True)
     cols = cols.reshape((cols.shape[0], c) + tuple(kernel) + pos)
     return _scatter(xp, cols, output_size, stride, padding, dilation)
 

@@ -27,6 +27,10 @@ Two kinds of primitive are built from the maps, each declared for every PyTorch
   indices (a loop over the kernel's tap combinations, in PyTorch's scan order; a NaN
   wins, an all-``-inf`` window picks its first valid element); the values are a gather
   of the plane at those indices, whose VJP scatters to them and whose second VJP gathers.
+
+The window argmax, the gather and the scatter run as C kernels where they can (NumPy arrays
+of float32 or float64 and a C compiler: ``conv_columns.c_kernels``), with the same results
+bit for bit; elsewhere the NumPy code here runs.
 """
 import functools
 import itertools
@@ -35,6 +39,7 @@ import math
 import numpy as np
 
 from .. import dtypes
+from .conv_columns import c_kernels
 from .core import Primitive, bind
 
 # tap maps -----------------------------------------------------------------------------
@@ -318,6 +323,9 @@ def _window_argmax(xp, x, maps):
 def _argmax_impl(xp, x, maps):
     nd = len(maps)
     if all(m[0] == "window" for m in maps):
+        fast = c_kernels(xp, x)
+        if fast is not None:
+            return fast.pool_argmax(x, maps)
         return _window_argmax(xp, x, maps)
     tapsets = _lookup(xp, maps, x.dtype)
     for i in range(nd):
@@ -352,11 +360,28 @@ def _flat(a, nd):
     return a.reshape(lead + (math.prod(a.shape[a.ndim - nd:]),))     # (-1: none when empty)
 
 
+def _same_planes(x, indices, nd):
+    """Whether ``x`` and ``indices`` have the same leading dims (the C kernels' case; NumPy
+    broadcasts them, or raises the error)."""
+    return x.shape[:x.ndim - nd] == indices.shape[:indices.ndim - nd]
+
+
 def _gather_impl(xp, x, indices, nd):
+    fast = c_kernels(xp, x)
+    if fast is not None and type(indices) is np.ndarray and _same_planes(x, indices, nd):
+        out = fast.gather(x, indices, nd)
+        if out is not None:         # else an index out of range: NumPy's error follows
+            return out
     return xp.take_along_axis(_flat(x, nd), _flat(indices, nd), axis=-1).reshape(indices.shape)
 
 
 def _scatter_impl(xp, g, indices, nd, shape):
+    fast = c_kernels(xp, g)
+    if fast is not None and type(indices) is np.ndarray and g.shape == indices.shape \
+            and g.shape[:g.ndim - nd] == tuple(shape[:len(shape) - nd]):
+        out = fast.scatter(g, indices, nd, shape)
+        if out is not None:         # else an index out of range: NumPy's error follows
+            return out
     lead = shape[:len(shape) - nd]
     plane = math.prod(shape[len(shape) - nd:])
     rows = math.prod(lead)
