@@ -61,10 +61,9 @@ _gm = grad_mode._state
 _hook_state = _hooks.state
 _HOOKS = _hooks.INSTALLED
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# Frames from these places are tracegrad's own: the package, and (in a source checkout)
-# the codegen/ and runtime/ folders installed as tracegrad.codegen and tracegrad.runtime.
-INTERNAL = (_PKG_DIR, os.path.join(os.path.dirname(_PKG_DIR), "codegen") + os.sep,
-            os.path.join(os.path.dirname(_PKG_DIR), "runtime") + os.sep, "<tracegrad:")
+# Frames from these places are tracegrad's own: the package (its code generator and runtime
+# included), and the modules it generates.
+INTERNAL = (_PKG_DIR + os.sep, "<tracegrad:")
 PRIMITIVES = {}
 
 

@@ -38,13 +38,8 @@ _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _library_dirs():
-    """Where tracegrad's own code lives: the package, and ``tracegrad.codegen`` and
-    ``tracegrad.runtime`` (kept beside it, see pyproject.toml) once they are imported."""
-    dirs = [_PKG_DIR + os.sep]
-    for name in ("tracegrad.codegen", "tracegrad.runtime"):
-        mod = sys.modules.get(name)
-        dirs += [os.path.abspath(d) + os.sep for d in getattr(mod, "__path__", ())]
-    return tuple(dirs)
+    """Where tracegrad's own code lives (the package, its code generator and runtime)."""
+    return (_PKG_DIR + os.sep,)
 
 
 def _user_stack(f, library):
