@@ -377,11 +377,11 @@ def test_functional_errors_as_pytorch(case):
 def test_no_level_leaves_bind_alone():
     """Outside a level no hook is installed and in-place ops take their plain path."""
     from tracegrad import _hooks
-    from tracegrad.ops import core
+    from tracegrad.ops import inplace_views
     n = _hooks.INSTALLED.n
     with fwAD.dual_level():
-        assert _hooks.INSTALLED.n == n + 1 and core.forward_inplace is not None
-    assert _hooks.INSTALLED.n == n and core.forward_inplace is None
+        assert _hooks.INSTALLED.n == n + 1 and inplace_views.forward_inplace is not None
+    assert _hooks.INSTALLED.n == n and inplace_views.forward_inplace is None
 
 
 def test_tangents_go_with_their_arrays():

@@ -2,7 +2,8 @@
 
 Math methods and operators are attached by ``tracegrad.ops`` from the same
 functions users call as ``tracegrad.exp(x)``; this file holds the state,
-attributes, conversions and the autograd entry points.
+attributes, ``to`` and the autograd entry points, and ``tensor_convert.py`` the
+conversions to Python values and NumPy and the dtype/device shorthands.
 """
 import warnings
 
@@ -12,7 +13,7 @@ from . import _hooks, dtypes
 from .autograd import grad_mode
 from .device import CPU, as_device, device_of, to_device
 from .autograd.graph import _HookDict, _Version, add_hook, grad_accumulator
-
+from .tensor_convert import TensorConversions
 
 _DTYPE_OF = {d.np: d for d in dtypes.ALL}   # NumPy dtype -> tracegrad dtype, for _make
 _gm = grad_mode._state
@@ -171,34 +172,6 @@ class Tensor:
         is_sparse = is_sparse_csr = is_quantized = is_mkldnn = is_nested = \
         property(lambda self: False)
 
-    def is_complex(self):
-        return self._data.dtype.kind == "c"
-
-    def is_conj(self):
-        return False
-
-    def is_neg(self):
-        return False
-
-    def is_signed(self):
-        return self._data.dtype.kind in "fic"
-
-    def is_floating_point(self):
-        return self._data.dtype.kind == "f"
-
-    def element_size(self):
-        return self._data.itemsize
-
-    def stride(self, dim=None):
-        st = tuple(s // self._data.itemsize for s in self._data.strides)
-        return st if dim is None else st[dim]
-
-    def is_contiguous(self):
-        return bool(self._data.flags.c_contiguous)
-
-    def data_ptr(self):
-        return self._data.ctypes.data if type(self._data) is np.ndarray else self._data.data.ptr
-
     def __len__(self):
         if self._data.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
@@ -241,7 +214,7 @@ class Tensor:
     @property
     def grad_fn(self):
         if self._base is not None and self._view_version != self._vc.value:
-            from .ops.core import refresh_view
+            from .ops.inplace_views import refresh_view
             refresh_view(self)
         return self._grad_fn
 
@@ -375,71 +348,7 @@ class Tensor:
             return grad_accumulator(self), 0
         return None, 0
 
-    # conversions --------------------------------------------------------------
-    def numpy(self, *, force=False):
-        if _hooks.tracer is not None:
-            _hooks.tracer.unsupported("Tensor.numpy()")
-        if self._requires_grad and not force:
-            raise RuntimeError(
-                "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
-        if type(self._data) is not np.ndarray:
-            if not force:
-                raise TypeError(
-                    f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to "
-                    f"copy the tensor to host memory first.")
-            return to_device(self._data, CPU)
-        return self._data
-
-    def __array__(self, dtype=None, copy=None):
-        a = self.detach().numpy()
-        return a if dtype is None else a.astype(dtype)
-
-    def item(self):
-        if self._data.size != 1:
-            raise RuntimeError(
-                f"a Tensor with {self._data.size} elements cannot be converted to Scalar")
-        value = self._data.reshape(()).item()
-        if _hooks.tracer is not None:       # inside tracegrad.compile: a data-dependent guard
-            _hooks.tracer.guard(self, "value", value)
-        return value
-
-    def tolist(self):
-        value = to_device(self._data, CPU).tolist()
-        if _hooks.tracer is not None:
-            _hooks.tracer.guard(self, "value", value)
-        return value
-
-    def __float__(self):
-        return float(self.item())
-
-    def __int__(self):
-        return int(self.item())
-
-    def __index__(self):
-        if self._data.dtype.kind not in "iub" or self._data.size != 1:
-            raise TypeError("only integer tensors of a single element can be converted to an index")
-        return int(self.item())
-
-    def __bool__(self):
-        if self._data.size != 1:
-            raise RuntimeError(
-                "Boolean value of Tensor with more than one value is ambiguous")
-        value = bool(self._data.reshape(()).item())
-        if _hooks.tracer is not None:
-            _hooks.tracer.guard(self, "bool", value)
-        return value
-
-    def __iter__(self):
-        if self._data.ndim == 0:
-            raise TypeError("iteration over a 0-d tensor")
-        n = self.shape[0] if _hook_state.tracer is not None else self._data.shape[0]
-        return (self[i] for i in range(n))      # range() of a dynamic size specialises
-
-    def __format__(self, spec):
-        if self._data.ndim == 0:
-            return self.item().__format__(spec)
-        return object.__format__(self, spec)
-
+    # printing, copying, pickling, dtype and device moves --------------------------
     def __repr__(self):
         from ._tensor_str import tensor_repr
         return tensor_repr(self)
@@ -464,9 +373,6 @@ class Tensor:
         dev, dt = parse_to_args(args, kwargs)
         return to_copy(self, dtype=dt, device=dev, copy=copy)
 
-    def cpu(self, memory_format=None):
-        return self.to("cpu")
-
     def pin_memory(self, device=None):
         """A copy in page-locked host memory (``cupyx.empty_like_pinned``), which a GPU
         reads faster; without a GPU PyTorch's error."""
@@ -483,57 +389,6 @@ class Tensor:
         pinned[...] = self._data
         return Tensor._make(pinned, dtype=self.dtype)
 
-    def is_pinned(self, device=None):
-        """Whether this CPU tensor's memory is page-locked (False without a GPU)."""
-        from .device import loaded_cupy
-        cp = loaded_cupy()
-        if cp is None or type(self._data) is not np.ndarray or self._data.size == 0:
-            return False
-        try:
-            attrs = cp.cuda.runtime.pointerGetAttributes(self._data.ctypes.data)
-        except Exception:   # noqa: BLE001 - memory CUDA does not know: not pinned
-            return False
-        return attrs.type == cp.cuda.runtime.memoryTypeHost
-
-    def cuda(self, device=None, non_blocking=False, memory_format=None):
-        return self.to(as_device("cuda" if device is None else device if not isinstance(device, int)
-                                 else f"cuda:{device}"))
-
-    def type(self, dtype=None, non_blocking=False):
-        """The legacy type name, or this tensor converted to a dtype, a type name
-        (``"torch.DoubleTensor"``) or a legacy type (``tracegrad.LongTensor``)."""
-        if dtype is None:
-            return dtypes.type_name(self.dtype, self.device.type)
-        if isinstance(dtype, str):
-            dtype, device_type = dtypes.from_type_name(dtype)
-            return self.to(device_type if device_type != self.device.type else self.device,
-                           dtype)
-        return self.to(getattr(dtype, "dtype", dtype))
-
-    def float(self, memory_format=None):
-        return self.to(dtypes.float32)
-
-    def double(self, memory_format=None):
-        return self.to(dtypes.float64)
-
-    def half(self, memory_format=None):
-        return self.to(dtypes.float16)
-
-    def long(self, memory_format=None):
-        return self.to(dtypes.int64)
-
-    def int(self, memory_format=None):
-        return self.to(dtypes.int32)
-
-    def bool(self, memory_format=None):
-        return self.to(dtypes.bool)
-
-    def type_as(self, other):
-        return self.to(other.dtype)
-
-    def equal(self, other):
-        return self.shape == other.shape and bool((self._data == other._data).all())
-
 
 def _rebuild(array, device, requires_grad):
     t = Tensor._make(to_device(array, as_device(device)))
@@ -541,3 +396,8 @@ def _rebuild(array, device, requires_grad):
     return t
 
 
+# Conversions, and the queries of the array's dtype and layout (tensor_convert.py)
+for _name, _method in vars(TensorConversions).items():
+    if callable(_method):
+        setattr(Tensor, _name, _method)
+del _name, _method

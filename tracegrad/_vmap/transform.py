@@ -13,7 +13,7 @@ leaf of its own), and takes gradients of the physical outputs; the examples neve
 those gradients are the per-example ones (``track``, ``autograd_grad``).
 
 In-place ops on batched tensors are computed out of place by the rules and written into the
-physical target (``ops.core.batched_inplace``); random draws follow ``randomness``
+physical target (``ops.inplace_views.batched_inplace``); random draws follow ``randomness``
 ('error' raises, 'same' draws once, 'different' draws per example) through
 ``_hooks.state.draw_hook``.
 """
@@ -267,7 +267,7 @@ def _unwrap_out(t, d, level):
 def _call(func, args, kwargs, dims, out_dims, n, randomness):
     """One level: wrap, run ``func`` under the level's hook, unwrap."""
     from ..autograd import engine
-    from ..ops import core
+    from ..ops import inplace_views
     from ..ops.shape_ops import movedim
     level = Level(next(_ids), n, randomness)
     moved = _map_in(args, dims, lambda t, d: t if d is None else
@@ -277,7 +277,7 @@ def _call(func, args, kwargs, dims, out_dims, n, randomness):
     push(level)
     with _RUNNING_LOCK:
         _RUNNING[0] += 1
-        core.batched_inplace, engine.batched_grad = _inplace, _engine_grad
+        inplace_views.batched_inplace, engine.batched_grad = _inplace, _engine_grad
     try:
         with _hooks.suspended(bind_hook=level.hook, draw_hook=_draw):
             out = func(*moved, **kwargs)
@@ -286,7 +286,7 @@ def _call(func, args, kwargs, dims, out_dims, n, randomness):
         with _RUNNING_LOCK:
             _RUNNING[0] -= 1
             if not _RUNNING[0]:     # no vmap runs in any thread
-                core.batched_inplace = engine.batched_grad = None
+                inplace_views.batched_inplace = engine.batched_grad = None
     od = out_dims
     if isinstance(out_dims, (tuple, list)) and not isinstance(out, (tuple, list)):
         if len(out_dims) != 1:

@@ -25,7 +25,7 @@ one rule per arg whose shares add up, or ``LINEAR``: the primitive applied to th
 or else one derived from its VJP rule, exactly: for an elementwise primitive the VJP rule
 itself, handed the tangent for the cotangent (a diagonal Jacobian is its own transpose);
 for any other, the gradient with respect to g of <vjp(g), t> (``forward_rules``: the VJP is
-linear in g). In-place ops reach us through ``ops.core.forward_inplace``, and a write
+linear in g). In-place ops reach us through ``ops.inplace_views.forward_inplace``, and a write
 through a view writes the base's tangent too. With no level open ``bind`` pays nothing
 new: it already checks the hook census before every op.
 """
@@ -273,13 +273,13 @@ def function_jvp(jvp, ctx, args, tangents, outs):
 def enter_dual_level():
     """Open a forward grad level (only one at a time, as in PyTorch) and return it."""
     global _current_level, _hook_cm
-    from ..ops import core
+    from ..ops import inplace_views
     if _current_level >= 0:
         raise RuntimeError("Nested forward mode AD is not supported at the moment")
     _tensor_class()
     _hook_cm = _hooks.bind_hook_installed(_on_bind, all_threads=True)
     _hook_cm.__enter__()
-    core.forward_inplace = _on_inplace
+    inplace_views.forward_inplace = _on_inplace
     _current_level = 0
     return _current_level
 
@@ -287,7 +287,7 @@ def enter_dual_level():
 def exit_dual_level(*, level=None):
     """Close the open level: every tangent made in it is dropped."""
     global _current_level, _hook_cm
-    from ..ops import core
+    from ..ops import inplace_views
     if level is None:
         level = _current_level
     if level != _current_level:
@@ -295,7 +295,7 @@ def exit_dual_level(*, level=None):
                            "was created. This is not supported.")
     if level < 0:
         raise RuntimeError("Dual level must be a positive number.")
-    core.forward_inplace = None
+    inplace_views.forward_inplace = None
     cm, _hook_cm = _hook_cm, None
     _table.clear()
     _current_level = level - 1

@@ -15,7 +15,7 @@ from .core import Primitive, bind, op_error
 from .declare import method
 from .elementwise import clone, where
 from .index_ops import gather, scatter_add
-from .pointwise_more import torch_name, write_result
+from .inplace_methods import torch_name, write_result
 from .rules import norm_dim
 
 

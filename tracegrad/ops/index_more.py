@@ -18,8 +18,8 @@ from .declare import install_method, method
 from .elementwise import clone, where
 from .index_ops import index as index_fn  # the name ``index`` is PyTorch's argument
 from .index_ops import index_backward_p, index_p, index_put_p, parse_key
+from .inplace_methods import torch_name, write_result
 from .more_ops import diagonal, diagonal_scatter_p
-from .pointwise_more import torch_name, write_result
 from .rules import broadcast, norm_dim
 from .shape_ops import broadcast_to, narrow, reshape, unsqueeze
 

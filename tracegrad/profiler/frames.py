@@ -9,7 +9,9 @@ import types
 from .events import FunctionEvent, type_name
 
 _OP_MODULES = ("tracegrad.ops", "tracegrad.creation", "tracegrad.nn.functional")
-_NOT_OP_MODULES = ("tracegrad.ops.core", "tracegrad.ops.rules")
+_NOT_OP_MODULES = ("tracegrad.ops.core", "tracegrad.ops.rules", "tracegrad.ops.binding",
+                   "tracegrad.ops.prim_node", "tracegrad.ops.inplace_views",
+                   "tracegrad.ops.op_errors")
 _TENSOR_METHODS = ("to", "cpu", "cuda", "type", "float", "double", "half", "long", "int", "bool")
 _clock = time.perf_counter_ns
 
