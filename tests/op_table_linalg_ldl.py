@@ -1,6 +1,6 @@
 """Op-table entries for linalg's LDL factorization and Householder products
 (``linalg/ldl.py``: ldl_factor, ldl_solve, householder_product/orgqr, ormqr, geqrf), and for
-fractional max pooling (``nn/functional_fractional.py``)."""
+fractional max pooling (``nn/functional/_fractional.py``)."""
 import numpy as np
 
 from op_table import op
@@ -67,7 +67,7 @@ if lapack is not None:
        rtol=1e-4)
 
 
-# fractional max pooling (nn/functional_fractional.py; listed here, the file its change owns) --
+# fractional max pooling (nn/functional/_fractional.py; listed here, the file its change owns) --
 
 _U2 = [[[0.25, 0.7], [0.9, 0.1]], [[0.5, 0.05], [0.33, 0.66]]]      # (N=2, C=2, 2)
 _U3 = [[[0.25, 0.7, 0.4], [0.9, 0.1, 0.6]]]                         # (N=1, C=2, 3)

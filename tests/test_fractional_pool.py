@@ -49,7 +49,7 @@ def test_same_samples_same_windows_as_torch(case, dtype):
 
 def test_intervals_computed_in_the_inputs_float32():
     """A float32 sample for which float64 arithmetic would start the windows elsewhere."""
-    from tracegrad.nn.functional_fractional import _starts
+    from tracegrad.nn.functional._fractional import _starts
     u = np.float32(0.4666665494441986)
     assert not np.array_equal(_starts(np, np.array(u), 17, 2, 9),
                               _starts(np, np.array(u, np.float64), 17, 2, 9))
@@ -248,7 +248,7 @@ def test_opinfo_sweep_cases_given_the_samples_torch_draws(case, dtype):
 def test_windows_depend_on_the_samples_in_the_sweeps_cases():
     """Why the sweep saw differences: with alpha = 5/2 the middle window's start moves with
     the sample (PyTorch's seed-42 draw against another), so only equal samples compare."""
-    from tracegrad.nn.functional_fractional import _starts
+    from tracegrad.nn.functional._fractional import _starts
     assert _starts(np, np.float32([0.0]), 9, 4, 3).tolist() == [[0, 2, 5]]
     assert _starts(np, np.float32([0.3]), 9, 4, 3).tolist() == [[0, 3, 5]]
     tg.manual_seed(3)       # tracegrad's own draw: its generator's, reproducible by its seed

@@ -16,7 +16,7 @@ counted at each allocation.
 import contextlib
 
 from . import dtypes
-from .device import as_device, cupy, device_count, is_available, loaded_cupy
+from .device import as_device, cupy, device_count, is_available, loaded_cupy, on_cupy_load
 
 __all__ = ["is_available", "device_count", "current_device", "set_device", "device",
            "synchronize", "get_device_name", "get_device_capability", "get_device_properties",
@@ -123,6 +123,9 @@ def _track_peak(cp):
             _peak[dev] = used
         return mem
     cp.cuda.set_allocator(malloc)
+
+
+on_cupy_load(_track_peak)      # installed once, when tracegrad first loads CuPy
 
 
 def _pool_stat(device, stat):

@@ -110,9 +110,20 @@ def cupy():
         if n == 0:
             raise RuntimeError("tracegrad: device 'cuda' is not available: no GPU found")
         _cupy = cp
-        from . import cuda
-        cuda._track_peak(cp)
+        for fn in _on_load:
+            fn(cp)
     return _cupy
+
+
+_on_load = []       # run once CuPy loads: the layers above hook it here (cuda's peak counter)
+
+
+def on_cupy_load(fn):
+    """Run ``fn(cupy)`` once tracegrad has loaded CuPy (now, where it has): how ``cuda``'s
+    memory statistics hook the load without this module importing the layer above it."""
+    _on_load.append(fn)
+    if _cupy is not None:
+        fn(_cupy)
 
 
 def loaded_cupy():
@@ -201,8 +212,19 @@ def one_device(args, arrays, cpu_scalars):
 def _needs_grad(t):
     """A CPU scalar whose gradient would come back from the device: not taken (the engine
     does not move gradients between devices)."""
-    from .autograd import grad_mode
-    return t._requires_grad and grad_mode.is_grad_enabled()
+    return t._requires_grad and _grad_enabled()
+
+
+def _grad_enabled():
+    """On, autograd's default, until ``autograd.grad_mode`` installs its own reader."""
+    return True
+
+
+def ask_grad_mode(is_grad_enabled):
+    """Where ``_needs_grad`` reads the grad mode: ``autograd.grad_mode`` installs its
+    ``is_grad_enabled`` here when it loads, so this module does not import the layer above."""
+    global _grad_enabled
+    _grad_enabled = is_grad_enabled
 
 
 def mixed_devices(tensors):

@@ -124,6 +124,17 @@ def _combine(higher, lower):
     return higher
 
 
+def can_cast(from_, to):
+    """Whether PyTorch's casting rules allow ``from_`` to ``to`` (no float to integer, no
+    number to bool): ``torch.can_cast``, and the check of an ``out=`` argument."""
+    a, b = as_dtype(from_), as_dtype(to)
+    if a.is_floating_point and not b.is_floating_point:
+        return False
+    if a is not bool and b is bool:
+        return False
+    return True
+
+
 def result_type(*operands, **_):
     """The dtype PyTorch gives an op over ``operands`` (tensors, avals or scalars).
 

@@ -18,6 +18,7 @@ import math
 import numpy as np
 
 from . import dtypes
+from .dtypes import can_cast  # noqa: F401 - torch.can_cast, exported below
 from .tensor import Tensor
 
 # in-place methods PyTorch also has as torch.<name>
@@ -223,17 +224,6 @@ def result_type(tensor1, tensor2):
 def promote_types(type1, type2):
     """The smallest dtype both cast to safely."""
     return dtypes.promote_types(dtypes.as_dtype(type1), dtypes.as_dtype(type2))
-
-
-def can_cast(from_, to):
-    """Whether PyTorch's casting rules allow ``from_`` to ``to`` (no float to integer, no
-    number to bool)."""
-    a, b = dtypes.as_dtype(from_), dtypes.as_dtype(to)
-    if a.is_floating_point and not b.is_floating_point:
-        return False
-    if a is not dtypes.bool and b is dtypes.bool:
-        return False
-    return True
 
 
 def get_rng_state():

@@ -8,6 +8,7 @@ import inspect
 import threading
 
 from .._hooks import Census
+from ..device import ask_grad_mode
 
 
 class _State(threading.local):
@@ -30,6 +31,9 @@ def _set_inference(value):
 
 def is_grad_enabled():
     return _state.grad_enabled
+
+
+ask_grad_mode(is_grad_enabled)      # the device layer's CPU-scalar rule reads it
 
 
 def is_inference_mode_enabled():

@@ -40,8 +40,8 @@ class profile(_profiler.profile):
                               "``use_device = 'cuda'`` instead.", FutureWarning, stacklevel=2)
                 use_device = "cuda"
             if use_device == "cuda":
-                from .. import cuda
-                if cuda.is_available():
+                from ..device import is_available
+                if is_available():
                     activities.append(ProfilerActivity.CUDA)
                 else:
                     warnings.warn(_profiler.CUDA_UNAVAILABLE, stacklevel=2)
@@ -68,10 +68,9 @@ class emit_nvtx:
             return self
         if self.entered:
             raise RuntimeError("NVTX annotation context manager is not reentrant")
-        from .. import cuda
         from ..device import cupy
         from . import engine
-        cuda.synchronize()              # the clear error without a GPU, as PyTorch raises
+        cupy().cuda.Device().synchronize()      # the clear error without a GPU, as PyTorch's
         self.entered = True
         nvtx = cupy().cuda.nvtx
         shapes = self.record_shapes
@@ -100,13 +99,13 @@ class emit_nvtx:
     def __exit__(self, *exc):
         if not self.enabled or not self.entered:
             return False
-        from .. import cuda
+        from ..device import cupy
         from . import engine
         engine.node_hook = self._prev_node_hook
         self._hook_cm.__exit__(None, None, None)
         self._hook_cm = None
         self.entered = False
-        cuda.synchronize()
+        cupy().cuda.Device().synchronize()      # torch.cuda.synchronize on the current device
         return False
 
 

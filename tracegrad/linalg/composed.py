@@ -224,6 +224,7 @@ def inverse(self):
     return inv(self)
 
 
+@method("matrix_power")
 def matrix_power(A, n):
     problem = matrix_problem(A.shape)
     if problem:

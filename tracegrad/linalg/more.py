@@ -198,6 +198,14 @@ def multi_dot(tensors):
     return out
 
 
+def chain_matmul(*matrices):
+    """``torch.chain_matmul``: the product of the matrices (``multi_dot``'s, PyTorch's
+    deprecated name for it)."""
+    if len(matrices) == 1:
+        return matrices[0].clone()
+    return multi_dot(matrices)
+
+
 def vecdot(x, y, *, dim=-1):
     """The dot product of vectors along ``dim`` (with broadcasting)."""
     return sum(x * y, dim)
@@ -315,4 +323,5 @@ __all__ = ["matrix_exp", "pinv", "solve_triangular", "multi_dot", "vecdot", "van
            "solve_ex"]
 _LEGACY = {"cholesky": legacy_cholesky, "cholesky_solve": cholesky_solve,
            "cholesky_inverse": cholesky_inverse, "svd": legacy_svd, "qr": legacy_qr,
-           "pinverse": pinverse, "matrix_exp": matrix_exp, "triangular_solve": triangular_solve}
+           "pinverse": pinverse, "matrix_exp": matrix_exp, "triangular_solve": triangular_solve,
+           "chain_matmul": chain_matmul}

@@ -9,8 +9,8 @@ relu) on every convolution, BatchNorm weight 1 and bias 0, the ``Linear`` layer'
 default, and with ``zero_init_residual`` each block's last BatchNorm weight 0 so that a
 block starts as the identity.
 """
-from .. import flatten
 from .. import nn
+from ..ops.shape_ops import flatten
 
 
 def conv3x3(in_planes, out_planes, stride=1, groups=1, dilation=1):

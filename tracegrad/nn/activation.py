@@ -1,8 +1,7 @@
 """Activation layers: thin modules over ``nn.functional``."""
 import warnings
 
-import tracegrad
-
+from .. import creation
 from . import functional as F
 from .module import Module
 from .parameter import Parameter
@@ -163,7 +162,7 @@ class PReLU(Module):
         self.num_parameters = num_parameters
         super().__init__()
         self.init = init
-        self.weight = Parameter(tracegrad.empty(num_parameters, device=device, dtype=dtype))
+        self.weight = Parameter(creation.empty(num_parameters, device=device, dtype=dtype))
         self.reset_parameters()
 
     def reset_parameters(self):

@@ -1,10 +1,5 @@
-"""Attention: ``scaled_dot_product_attention`` and ``MultiheadAttention``, as PyTorch's.
-
-``scaled_dot_product_attention(q, k, v)`` is ``softmax(q @ k^T * scale + bias) @ v`` over
-the last two dims, with a boolean ``attn_mask`` (True = may attend), a float one (added to
-the scores) or ``is_causal`` (not both, as PyTorch's reference path), dropout on the weights and
-grouped-query attention (``enable_gqa``). A query row that may attend to nothing gets zero
-weights and a zero output, as PyTorch 2.x returns, instead of NaN.
+"""Attention: ``MultiheadAttention``, as PyTorch's, and ``scaled_dot_product_attention``
+(defined in ``nn.functional``, named here too as ``torch.nn.attention`` users expect).
 
 ``MultiheadAttention`` keeps PyTorch's parameter layout: one ``in_proj_weight``
 ``(3E, E)`` when query, key and value share ``embed_dim``, else ``q_proj_weight``,
@@ -20,87 +15,23 @@ import contextlib
 import enum
 import math
 
-import tracegrad
-
-from .. import creation
-from ..ops import matmul, where
+from .. import creation, dtypes
+from ..ops import matmul
+from ..ops.shape_ops import cat
 from . import functional as F, init
+from .functional._attention import (  # noqa: F401 - nn.attention's names, as PyTorch's
+    _weights_and_values, scaled_dot_product_attention,
+)
 from .linear import Linear
 from .module import Module
 from .parameter import Parameter
-
-
-def _causal_mask(L, S, device):
-    """``(L, S)`` bool, True on and below the diagonal (PyTorch's ``tril`` of ones)."""
-    rows = creation.arange(L, device=device).unsqueeze(-1)
-    cols = creation.arange(S, device=device)
-    return cols <= rows
-
-
-def _repeat_heads(x, times):
-    """Repeat each head ``times`` times along dim -3 (``repeat_interleave``)."""
-    if times == 1:
-        return x
-    shape = tuple(x.shape)
-    x = x.unsqueeze(-3).expand(*shape[:-2], times, *shape[-2:])
-    return x.reshape(*shape[:-3], shape[-3] * times, *shape[-2:])
-
-
-def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
-                                 is_causal=False, scale=None, enable_gqa=False):
-    """``softmax(query @ key^T * scale + mask) @ value``; ``(..., L, E)``, ``(..., S, E)``,
-    ``(..., S, Ev)`` give ``(..., L, Ev)``. ``scale`` defaults to ``1 / sqrt(E)``.
-
-    A boolean ``attn_mask`` keeps the positions that are True; a float one is added to the
-    scores. ``dropout_p`` drops attention weights (always, as PyTorch's functional form
-    does: pass 0.0 when not training). ``enable_gqa`` lets ``key``/``value`` have fewer
-    heads (dim -3) than ``query``, each shared by a group of query heads.
-    """
-    L, S = query.shape[-2], key.shape[-2]
-    if key.shape[-1] != query.shape[-1]:
-        raise RuntimeError(f"scaled_dot_product_attention: expected query and key to have the "
-                           f"same last dimension, got {query.shape[-1]} and {key.shape[-1]}")
-    if enable_gqa and query.ndim >= 3 and key.shape[-3] != query.shape[-3]:
-        hq, hk = query.shape[-3], key.shape[-3]
-        if hq % hk or value.shape[-3] != hk:
-            raise RuntimeError(f"scaled_dot_product_attention: with enable_gqa the number of "
-                               f"query heads ({hq}) must be a multiple of the key/value heads "
-                               f"({hk}, {value.shape[-3]})")
-        key, value = _repeat_heads(key, hq // hk), _repeat_heads(value, hq // hk)
-    if is_causal and attn_mask is not None:
-        raise RuntimeError("scaled_dot_product_attention: Explicit attn_mask should not be set "
-                           "when is_causal=True")
-    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-    scores = matmul(query, key.transpose(-2, -1)) * scale
-    keep = _causal_mask(L, S, query.device) if is_causal else None
-    if attn_mask is not None:
-        if attn_mask.dtype is tracegrad.bool:
-            keep = attn_mask
-        else:
-            scores = scores + attn_mask
-    if keep is not None:
-        scores = scores.masked_fill(~keep, float("-inf"))
-    return _weights_and_values(scores, value, dropout_p)[0]
-
-
-def _weights_and_values(scores, value, dropout_p):
-    """Softmax over the last dim (rows with no finite score give zero weights), dropout,
-    then the weighted sum of ``value``."""
-    if scores.ndim == 0:
-        raise RuntimeError("attention scores must have at least one dim")
-    dead = scores.detach().amax(-1, keepdim=True) == float("-inf")
-    weights = F.softmax(where(dead, 0.0, scores), dim=-1)
-    weights = where(dead, 0.0, weights)
-    if dropout_p > 0.0:
-        weights = F.dropout(weights, dropout_p, True)
-    return matmul(weights, value), weights
 
 
 def _float_mask(mask, name, dtype):
     """MultiheadAttention's masks as an additive float mask: a bool True becomes -inf."""
     if mask is None:
         return None
-    if mask.dtype is tracegrad.bool:
+    if mask.dtype is dtypes.bool:
         return creation.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(
             mask, float("-inf"))
     if not mask.is_floating_point():
@@ -229,8 +160,8 @@ class MultiheadAttention(Module):
             else:
                 raise RuntimeError(f"attn_mask's dimension {attn_mask.ndim} is not supported")
         if self.bias_k is not None:
-            k = tracegrad.cat([k, self.bias_k.expand(1, N, E)], 0)
-            v = tracegrad.cat([v, self.bias_v.expand(1, N, E)], 0)
+            k = cat([k, self.bias_k.expand(1, N, E)], 0)
+            v = cat([v, self.bias_v.expand(1, N, E)], 0)
             attn_mask = F.pad(attn_mask, (0, 1)) if attn_mask is not None else None
             key_padding_mask = F.pad(key_padding_mask, (0, 1)) \
                 if key_padding_mask is not None else None
@@ -239,8 +170,8 @@ class MultiheadAttention(Module):
         k = k.reshape(k.shape[0], N * H, hd).transpose(0, 1)
         v = v.reshape(v.shape[0], N * H, hd).transpose(0, 1)
         if self.add_zero_attn:
-            k = tracegrad.cat([k, creation.zeros(N * H, 1, hd, dtype=dtype, device=k.device)], 1)
-            v = tracegrad.cat([v, creation.zeros(N * H, 1, hd, dtype=dtype, device=v.device)], 1)
+            k = cat([k, creation.zeros(N * H, 1, hd, dtype=dtype, device=k.device)], 1)
+            v = cat([v, creation.zeros(N * H, 1, hd, dtype=dtype, device=v.device)], 1)
             attn_mask = F.pad(attn_mask, (0, 1)) if attn_mask is not None else None
             key_padding_mask = F.pad(key_padding_mask, (0, 1)) \
                 if key_padding_mask is not None else None

@@ -1,7 +1,7 @@
 """Dropout layers: random zeroing while training, the identity in eval mode.
 
 ``Dropout`` zeroes elements; ``Dropout1d``/``2d``/``3d`` zero whole channels (see
-``functional_dropout.py`` for the shapes each takes and PyTorch's warnings).
+``functional/_dropout.py`` for the shapes each takes and PyTorch's warnings).
 """
 from . import functional as F
 from .module import Module

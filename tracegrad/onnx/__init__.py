@@ -72,7 +72,7 @@ class ONNXProgram:
 
     def __call__(self, *args):
         import numpy as np
-        from .. import from_numpy
+        from ..creation import from_numpy
         from ..tensor import Tensor
         if self._session is None:
             ort = _require("onnxruntime")

@@ -1,7 +1,7 @@
 """Tensor methods (and their functions) that PyTorch programs use and that are composites of
 the shape and reduction ops: ``repeat``, ``tile``, ``ravel``, ``Tensor.unfold`` (sliding
-windows), ``vdot``, ``split_with_sizes``, ``sum_to_size``, ``chain_matmul``, ``asarray``,
-the method forms of ``swapaxes``/``swapdims``/``negative``/``matrix_power``/``prelu``,
+windows), ``vdot``, ``split_with_sizes``, ``sum_to_size``, ``asarray``,
+the method forms of ``swapaxes``/``swapdims``/``negative``,
 ``ndimension``, ``nbytes``, ``short``, and in-place forms written through ``copy_``
 (``tril_``, ``triu_``, ``round_``, ``nan_to_num_``); the other names PyTorch's OpInfo database
 knows (``fill``, ``unsafe_chunk``/``unsafe_split``, ``constant_pad_nd``, ``__rdiv__``,
@@ -16,6 +16,7 @@ from .core import Primitive, bind, op_error, sum_to_shape
 from .declare import install_method, method
 from .reduce_ops import sum
 from .index_ops import index_select
+from .pad import pad_nd
 from .shape_ops import expand, movedim, reshape, split, swapaxes, swapdims
 
 
@@ -97,14 +98,6 @@ def sum_to_size(input, *size):
     return sum_to_shape(input, tuple(size))
 
 
-def chain_matmul(*matrices):
-    """The product of the matrices, left to right (``linalg.multi_dot``)."""
-    from ..linalg.more import multi_dot
-    if len(matrices) == 1:
-        return matrices[0].clone()
-    return multi_dot(matrices)
-
-
 def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
     """A tensor of ``obj``, sharing its memory where ``obj`` is a tensor or a NumPy array of
     the dtype asked (``copy=True`` always copies, ``copy=False`` refuses to)."""
@@ -152,7 +145,6 @@ def unsafe_split(input, split_size, dim=0):
 def constant_pad_nd(input, pad, value=0):
     """``input`` padded by ``value`` (``pad``: before/after pairs from the last dim back;
     a negative amount crops), as ``nn.functional.pad(..., mode="constant")``."""
-    from ..nn.functional import pad as pad_fn
     pad = [int(p) for p in pad]
     if len(pad) % 2:
         raise op_error("constant_pad_nd", f"Length of pad must be even but instead it equals "
@@ -162,7 +154,8 @@ def constant_pad_nd(input, pad, value=0):
                                           f"number of dimensions of the input. Pad length is "
                                           f"{len(pad)} while the input has {input.ndim} "
                                           f"dimensions.")
-    return pad_fn(input, pad, mode="constant", value=value)
+    pairs = tuple((pad[i], pad[i + 1]) for i in reversed(range(0, len(pad), 2)))
+    return pad_nd(input, pairs, "constant", value)
 
 
 def _nonzero_static_impl(xp, x, size, fill_value):
@@ -216,15 +209,6 @@ def _install():
                      ("nan_to_num_", nan_to_num)):
         install_method(name, _copy_into(name, fn))
 
-    def matrix_power(self, n):
-        from ..linalg import matrix_power as mp
-        return mp(self, n)
-
-    def prelu(self, weight):
-        from ..nn.functional import prelu as f
-        return f(self, weight)
-    install_method("matrix_power", matrix_power)
-    install_method("prelu", prelu)
     # PyTorch's __rdiv__ multiplies by the reciprocal (its float32 rounding, not division's)
     install_method("__rdiv__", lambda self, other: self.reciprocal() * other)
     install_method("__rmod__", lambda self, other: remainder(other, self))
@@ -233,5 +217,5 @@ def _install():
 
 _install()
 
-__all__ = ["repeat", "tile", "ravel", "vdot", "split_with_sizes", "sum_to_size", "chain_matmul",
+__all__ = ["repeat", "tile", "ravel", "vdot", "split_with_sizes", "sum_to_size",
            "asarray", "fill", "unsafe_chunk", "unsafe_split", "constant_pad_nd", "nonzero_static"]

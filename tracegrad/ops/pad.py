@@ -1,7 +1,7 @@
 """Padding primitives: constant, reflection, replication and circular pads of the trailing dims.
 
 Each pad takes ``pad``, one ``(low, high)`` pair per padded dim, the last dims of the input;
-``pad_nd`` picks the primitive for a mode (``F.pad`` in ``nn/functional_conv.py`` checks the
+``pad_nd`` picks the primitive for a mode (``F.pad`` in ``nn/functional/_conv.py`` checks the
 arguments with PyTorch's wording and calls it). A constant pad's widths may be negative (a
 crop), and its VJP is a pad by minus its widths. Reflection and replication pads are one
 primitive per number of padded dims (1 to 3), as PyTorch's kernels and their ``grad_fn``

@@ -163,8 +163,7 @@ def _into(out, result, op):
     """``result`` written into ``out`` (PyTorch's ``out=``), or ``result`` itself."""
     if out is None:
         return result
-    from ..torch_functions import can_cast
-    if not can_cast(result.dtype, out.dtype):
+    if not dtypes.can_cast(result.dtype, out.dtype):
         raise op_error(op, f"result type {result.dtype.name} can't be cast to the desired "
                            f"output type {out.dtype.name}")
     if tuple(out.shape) != tuple(result.shape):

@@ -94,8 +94,8 @@ class ProfilerActivity(enum.Enum):
 
 
 def supported_activities():
-    from .. import cuda
-    return {ProfilerActivity.CPU, ProfilerActivity.CUDA} if cuda.is_available() \
+    from ..device import is_available
+    return {ProfilerActivity.CPU, ProfilerActivity.CUDA} if is_available() \
         else {ProfilerActivity.CPU}
 
 
@@ -107,8 +107,8 @@ def _cuda_activity(asked, cpu):
     PyTorch's CPU build warns, and raises when nothing is left to record."""
     if not asked:
         return False
-    from .. import cuda
-    if cuda.is_available():
+    from ..device import is_available
+    if is_available():
         return True
     warnings.warn(CUDA_UNAVAILABLE, stacklevel=2)
     if not cpu:

@@ -3,13 +3,13 @@ reductions and errors, each a composition of tracegrad ops."""
 import math
 import warnings
 
-import tracegrad
-
-from ..ops import (
+from ... import dtypes
+from ...ops import (
     abs, exp, gather, index_select, log, log1p, log_softmax as _log_softmax, masked_fill, where,
 )
-from ..ops.core import op_error
-from ..ops.declare import backward_name
+from ...ops.core import op_error
+from ...ops.declare import backward_name
+from ._base import log_sigmoid
 
 
 def _reduction(size_average, reduce, reduction, name):
@@ -63,7 +63,7 @@ def _check_nll_shapes(input, target):
 
 def _nll_terms(input, target, weight, ignore_index):
     """Per-position ``-w[t] * input[t]`` and ``w[t]`` (both 0 where ``t == ignore_index``)."""
-    if target.is_floating_point() or target.dtype is tracegrad.bool:
+    if target.is_floating_point() or target.dtype is dtypes.bool:
         raise op_error("nll_loss", f"expected scalar type Long but found {target.type()} for "
                                    f"the class-index target")
     _check_nll_shapes(input, target)
@@ -179,7 +179,6 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     if target.shape != input.shape:
         raise ValueError(f"Target size ({target.shape}) must be the same as input size "
                          f"({input.shape})")
-    from .functional import log_sigmoid     # functional imports this module at its top
     log_sig = log_sigmoid(input)
     if pos_weight is not None:
         log_sig = log_sig * ((pos_weight - 1) * target + 1)

@@ -16,10 +16,9 @@ bounds.
 import itertools
 import warnings
 
-import tracegrad
-
-from ..ops import where
-from ..ops.core import op_error
+from ... import creation, ops
+from ...ops import where
+from ...ops.core import op_error
 
 _ALIGN_WARNING = ("Default grid_sample and affine_grid behavior has changed to "
                   "align_corners=False since 1.3.0. Please specify align_corners=True if the "
@@ -31,8 +30,8 @@ _ALIGN_WARNING = ("Default grid_sample and affine_grid behavior has changed to "
 
 def _linspace_from_neg_one(steps, align_corners, dtype):
     if steps <= 1:
-        return tracegrad.zeros(1, dtype=dtype)
-    line = tracegrad.linspace(-1, 1, steps, dtype=dtype)
+        return creation.zeros(1, dtype=dtype)
+    line = creation.linspace(-1, 1, steps, dtype=dtype)
     return line if align_corners else line * (steps - 1) / steps
 
 
@@ -45,8 +44,8 @@ def _base_grid(spatial, align_corners, dtype):
         shape = [1] * nd
         shape[nd - 1 - d] = -1
         columns.append(line.reshape(shape).expand(*spatial))
-    columns.append(tracegrad.ones(spatial, dtype=dtype))
-    return tracegrad.stack(columns, -1).reshape(-1, nd + 1)
+    columns.append(creation.ones(spatial, dtype=dtype))
+    return ops.stack(columns, -1).reshape(-1, nd + 1)
 
 
 def affine_grid(theta, size, align_corners=None):
@@ -103,7 +102,7 @@ def _reflect_2d(coord, size, align_corners):
     low = 0.0 if align_corners else -0.5
     twice_span = 2.0 * (size - 1) if align_corners else 2.0 * size
     folded, _ = _folded(coord, low)
-    extra = folded - tracegrad.trunc(folded.detach() / twice_span) * twice_span
+    extra = folded - ops.trunc(folded.detach() / twice_span) * twice_span
     reflected = twice_span - extra
     return where(extra > reflected, reflected, extra) + low
 
@@ -117,9 +116,9 @@ def _reflect_3d(coord, size, align_corners):
     low = twice_low / 2
     span = (twice_high - twice_low) / 2
     folded, _ = _folded(coord, low)
-    extra = tracegrad.fmod(folded, span)
-    flips = tracegrad.floor(folded.detach() / span)
-    even = tracegrad.fmod(flips, 2) == 0
+    extra = ops.fmod(folded, span)
+    flips = ops.floor(folded.detach() / span)
+    even = ops.fmod(flips, 2) == 0
     return where(even, extra + low, (span - extra) + low)
 
 
@@ -224,7 +223,7 @@ def _bicubic(flat_input, points, spatial, padding_mode, align_corners):
     height, width = spatial
     x = _unnormalize(points[..., 0], width, align_corners, 2)
     y = _unnormalize(points[..., 1], height, align_corners, 2)
-    x0, y0 = tracegrad.floor(x.detach()), tracegrad.floor(y.detach())
+    x0, y0 = ops.floor(x.detach()), ops.floor(y.detach())
     wx, wy = _cubic_weights(x - x0), _cubic_weights(y - y0)
     out = None
     for i in range(4):
@@ -257,11 +256,11 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     coords = [_source_index(points[..., d], size, padding_mode, align_corners, len(spatial))
               for d, size in enumerate(reversed(spatial))]        # x, y, (z)
     if mode == "nearest":
-        corner = [tracegrad.round(x.detach()) for x in coords]
+        corner = [ops.round(x.detach()) for x in coords]
         values, inside = _read(flat_input, corner, spatial)
         out = where(inside, values, 0.0)
     else:
-        low = [tracegrad.floor(x.detach()) for x in coords]
+        low = [ops.floor(x.detach()) for x in coords]
         out = None
         for bits in itertools.product((0, 1), repeat=len(coords)):
             weight = None

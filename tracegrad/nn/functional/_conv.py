@@ -5,11 +5,11 @@ an unbatched input, and calls one primitive of ``tracegrad.ops.conv`` (of ``ops.
 ``pad``), plus an add for the bias; in eager mode the two are one ``ConvolutionBackward0``
 node over input, weight and bias, as PyTorch's fused kernel reports (``_biased``).
 """
-from ..ops.conv import col2im, conv_nd, conv_transpose_nd, im2col
-from ..ops.core import op_error
-from ..ops.declare import backward_name
-from ..ops.pad import pad_nd
-from ..ops.shape_ops import reshape, squeeze, unsqueeze
+from ...ops.conv import col2im, conv_nd, conv_transpose_nd, im2col
+from ...ops.core import op_error
+from ...ops.declare import backward_name
+from ...ops.pad import pad_nd
+from ...ops.shape_ops import reshape, squeeze, unsqueeze
 
 _AXES = {1: ("width",), 2: ("height", "width"), 3: ("depth", "height", "width")}
 

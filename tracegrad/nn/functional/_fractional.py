@@ -28,9 +28,9 @@ import math
 
 import numpy as np
 
-from .. import dtypes
-from ..ops.core import Primitive, bind, op_error
-from ..ops.pool import _gather_pair
+from ... import dtypes
+from ...ops.core import Primitive, bind, op_error
+from ...ops.pool import _gather_pair
 
 
 def _starts(xp, u, L, k, out):
@@ -143,7 +143,7 @@ def _fractional(name, prim, nd, input, kernel_size, output_size, output_ratio, s
         ratio = _tuple(output_ratio, nd)
         output_size = [int(input.size(-nd + i) * ratio[i]) for i in range(nd)]
     if samples is None:
-        from ..creation import rand
+        from ...creation import rand
         n_batch = 1 if input.dim() == nd + 1 else input.size(0)
         samples = rand(n_batch, input.size(-nd - 1), nd, dtype=input.dtype,
                        device=input.device)

@@ -11,9 +11,8 @@ under ``tracegrad.compile`` every call draws a new one.
 """
 import warnings
 
-import tracegrad
-
-from ..ops.core import op_error
+from ... import creation
+from ...ops.core import op_error
 
 
 def _check_p(p):
@@ -30,10 +29,10 @@ def _feature_dropout(input, p, training, inplace, batched=True):
         raise op_error("feature_dropout", "Feature dropout requires at least 2 dimensions in "
                                           "the input")
     if p == 1.0:        # 1/(1-p) would be inf; every channel is dropped
-        scale = tracegrad.zeros((), dtype=input.dtype, device=input.device)
+        scale = creation.zeros((), dtype=input.dtype, device=input.device)
     else:
         shape = tuple(input.shape[:lead]) + (1,) * (input.ndim - lead)
-        keep = tracegrad.rand(shape, dtype=input.dtype, device=input.device) >= p
+        keep = creation.rand(shape, dtype=input.dtype, device=input.device) >= p
         scale = keep.to(input.dtype) * (1.0 / (1.0 - p))
     return input.mul_(scale) if inplace else input * scale
 

@@ -7,8 +7,8 @@ errors for a wrong input rank or window are PyTorch's.
 """
 import numbers
 
-from ..ops import pool as P
-from ..ops.core import op_error
+from ...ops import pool as P
+from ...ops.core import op_error
 
 
 def _ntuple(v, n, name="kernel_size"):

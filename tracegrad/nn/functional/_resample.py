@@ -13,9 +13,9 @@ import warnings
 
 import numpy as np
 
-from ..ops import pool as P
-from ..ops.core import op_error
-from .functional_pool import _adaptive_avg, _ntuple
+from ...ops import pool as P
+from ...ops.core import op_error
+from ._pool import _adaptive_avg, _ntuple
 
 
 # interpolation ---------------------------------------------------------------------------
@@ -139,7 +139,7 @@ def _antialiased(input, mode, outs, align_corners, scales):
     """``interpolate(..., antialias=True)`` of a 4-D input: the height and width weight
     matrices applied as two matmuls (differentiable and compilable as they are, so the
     backward is the transposed matrices')."""
-    from ..creation import tensor
+    from ...creation import tensor
     rows, cols = (tensor(_antialias_weights(mode, size, out, align_corners, f),
                          dtype=input.dtype, device=input.device)
                   for size, out, f in zip(input.shape[2:], outs, scales))

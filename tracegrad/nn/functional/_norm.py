@@ -8,9 +8,10 @@ errors are PyTorch's.
 """
 import math
 
-from ..autograd.grad_mode import no_grad
-from ..ops import pool as P
-from ..ops.core import op_error
+from ...autograd.grad_mode import no_grad
+from ...ops import pool as P
+from ...ops.core import op_error
+from ._base import batch_norm
 
 
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
@@ -43,7 +44,6 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     """Batch norm of each (sample, channel) plane: the input seen as ``(1, N*C, ...)``.
     Running stats (if given) are updated with the average over the batch of the per-sample
     statistics, as PyTorch's are."""
-    from .functional import batch_norm
     if use_input_stats:
         spatial = math.prod(input.shape[2:])
         if spatial <= 1:

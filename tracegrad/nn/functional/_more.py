@@ -9,16 +9,12 @@ errors are PyTorch 2.13's.
 """
 import math
 
-import tracegrad
-
-from ..ops import abs, expm1, index_select, matmul, norm, rsqrt, tanh, where
-from ..ops.core import op_error
-from ..ops.declare import backward_name
-
-
-def _inplace(input, fn):
-    from .functional import _inplace as write_back     # functional imports this module
-    return write_back(input, fn)
+from ... import creation, ops
+from ...type_info import finfo
+from ...ops import abs, index_select, matmul, norm, rsqrt, tanh, where
+from ...ops.core import op_error
+from ...ops.declare import backward_name
+from ._base import _inplace, _scaled_elu, _softmax_dim, elu, leaky_relu, softmax
 
 
 # activations ------------------------------------------------------------------------------
@@ -49,17 +45,6 @@ def hardtanh_(input, min_val=-1.0, max_val=1.0):
 def relu6(input, inplace=False):
     """``hardtanh(x, 0, 6)``: slope 0 at 0 and at 6, as in PyTorch."""
     return hardtanh(input, 0.0, 6.0, inplace)
-
-
-def _scaled_elu(input, alpha, scale, input_scale):
-    """PyTorch's elu kernel: ``scale * x`` for ``x > 0`` (and NaN), else ``scale * alpha *
-    expm1(x * input_scale)``. At 0 the slope is the left branch's, ``scale * alpha *
-    input_scale``, but the second derivative is 0 (PyTorch's double backward masks
-    ``x < 0``): the left branch is ``expm1`` of the part below 0 plus the linear rest."""
-    below = where(input < 0, input, 0.0)
-    rest = where(input < 0, 0.0, input)     # input - below, but 0 (not NaN) at -inf
-    neg = (expm1(below * input_scale) + rest * input_scale) * (alpha * scale)
-    return where(input <= 0, neg, input * scale if scale != 1.0 else input)
 
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
@@ -100,7 +85,6 @@ def softsign(input):
 
 def softmin(input, dim=None, _stacklevel=3, dtype=None):
     """``softmax(-x, dim)``."""
-    from .functional import _softmax_dim, softmax
     if dim is None:
         dim = _softmax_dim("softmin", input.ndim, _stacklevel + 1)
     return softmax(-input, dim, dtype=dtype)
@@ -135,7 +119,7 @@ def _in_band(input, lambd):
 
 def _check_lambd(input, lambd):
     if lambd < 0:
-        top = tracegrad.finfo(input.dtype).max
+        top = finfo(input.dtype).max
         raise op_error("softshrink", f"lambda must be in range [0, {top:g}] for input dtype "
                                      f"{_type_name(input)}, but found {lambd:g}")
 
@@ -159,10 +143,9 @@ def tanhshrink(input):
 
 
 def _rrelu(input, lower, upper, training):
-    from .functional import leaky_relu
     if not training:
         return leaky_relu(input, (lower + upper) / 2)
-    slope = tracegrad.rand_like(input) * (upper - lower) + lower
+    slope = creation.rand_like(input) * (upper - lower) + lower
     return where(input > 0, input, input * slope)
 
 
@@ -187,12 +170,10 @@ def relu_(input):
 
 
 def elu_(input, alpha=1.0):
-    from .functional import elu
     return elu(input, alpha, inplace=True)
 
 
 def leaky_relu_(input, negative_slope=0.01):
-    from .functional import leaky_relu
     return leaky_relu(input, negative_slope, inplace=True)
 
 
@@ -216,7 +197,7 @@ def pdist(input, p=2):
     if p < 0:
         raise op_error("pdist", "pdist only supports non-negative p values")
     n = input.shape[0]
-    i, j = tracegrad.triu_indices(n, n, 1, device=input.device)
+    i, j = ops.triu_indices(n, n, 1, device=input.device)
     diff = index_select(input, 0, i) - index_select(input, 0, j)
     return _max_distance(diff) if p == math.inf else norm(diff, p, 1)
 
@@ -252,7 +233,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
         else tuple(normalized_shape)
     _check_rms_shapes(input, normalized_shape, weight)
     if eps is None:
-        eps = tracegrad.finfo(input.dtype).eps
+        eps = finfo(input.dtype).eps
     dims = tuple(range(input.ndim - len(normalized_shape), input.ndim))
     out = input * rsqrt((input * input).mean(dims, keepdim=True) + eps)
     return out if weight is None else out * weight

@@ -9,13 +9,14 @@ Checks that read tensor values (target ranges, negative variances) run in eager 
 """
 import math
 
-import tracegrad
-
-from ..ops import exp, gather, index_select, log, log1p, minimum, where
-from ..ops.core import op_error
-from ..ops.declare import backward_name
-from ..ops.nn_ops import _tracing
-from .functional_loss import _reduce, _reduction
+from ... import creation
+from ...ops import exp, gather, index_select, log, log1p, minimum, where
+from ...ops.core import op_error
+from ...ops.declare import backward_name
+from ...ops.nn_ops import _tracing
+from ._base import log_sigmoid
+from ._loss import _reduce, _reduction
+from ._more import pairwise_distance
 
 
 def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, reduce=None,
@@ -76,7 +77,6 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
 def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,
                                 reduction="mean"):
     """The mean over classes (the last dim) of the binary logistic loss of each class."""
-    from .functional import log_sigmoid     # functional imports this module at its top
     reduction = _reduction(size_average, reduce, reduction, "multilabel_soft_margin_loss")
     loss = -(target * log_sigmoid(input) + (1 - target) * log_sigmoid(-input))
     if weight is not None:
@@ -120,7 +120,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     t = target.reshape(n)
     _check_range(t, 0, c, "target out of range", "multi_margin_loss")
     z = margin - gather(x, 1, t.unsqueeze(1)) + x
-    others = tracegrad.arange(c, device=x.device) != t.unsqueeze(1)
+    others = creation.arange(c, device=x.device) != t.unsqueeze(1)
     h = where((z > 0) & others, z, 0.0)
     if p == 2:
         h = h * h
@@ -148,9 +148,9 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
                                                  f"{list(input.shape)}")
     t = target.reshape(n, c)
     _check_range(t, -1, c, "argument #2 'target' is out of range", "multilabel_margin_loss")
-    valid = tracegrad.cumsum((t < 0).long(), 1) == 0            # before the first -1
+    valid = (t < 0).long().cumsum(1) == 0            # before the first -1
     safe = where(valid, t, 0)
-    classes = tracegrad.arange(c, device=x.device)
+    classes = creation.arange(c, device=x.device)
     is_target = (valid.unsqueeze(2) & (safe.unsqueeze(2) == classes)).any(1)   # (N, C)
     z = 1 - gather(x, 1, safe).unsqueeze(2) + x.unsqueeze(1)                  # (N, J, C)
     keep = (z > 0) & valid.unsqueeze(2) & (~is_target).unsqueeze(1)
@@ -167,7 +167,7 @@ def _gaussian_var(input, var):
     if isinstance(var, (int, float)):
         if var < 0:
             raise _gaussian_error("var has negative entry/entries")
-        return var * tracegrad.ones_like(input)
+        return var * creation.ones_like(input)
     if not _tracing() and bool((var < 0).any()):
         raise _gaussian_error("var has negative entry/entries")
     if var.shape == input.shape:
@@ -242,7 +242,6 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
                         size_average=None, reduce=None, reduction="mean"):
     """``max(0, margin + d(a, p) - d(a, n))`` with ``d`` the ``pairwise_distance`` of order
     ``p``; ``swap`` takes ``d(a, n) = min(d(a, n), d(p, n))``."""
-    from .functional_more import pairwise_distance
     reduction = _reduction(size_average, reduce, reduction, "triplet_margin_loss")
     _check_margin(margin, "triplet_margin_loss")
     _check_triplet_dims(anchor, positive, negative, "triplet_margin_loss")
@@ -254,7 +253,6 @@ def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_fu
                                       margin=1.0, swap=False, reduction="mean"):
     """``triplet_margin_loss`` with any ``distance_function`` (``pairwise_distance`` by
     default)."""
-    from .functional_more import pairwise_distance
     if reduction not in ("mean", "sum", "none"):
         raise op_error("triplet_margin_with_distance_loss",
                        f"{reduction} is not a valid value for reduction", ValueError)

@@ -12,12 +12,12 @@ alpha dropouts are ATen's ``_dropout_impl``); signatures, defaults and errors ar
 import math
 import warnings
 
-import tracegrad
-
-from ..autograd.grad_mode import no_grad
-from ..ops import index_select, log1p, log, relu, where
-from ..ops.core import op_error
-from .functional_pool import avg_pool1d, avg_pool2d, avg_pool3d
+from ... import creation, dtypes, ops
+from ...autograd.grad_mode import no_grad
+from ...ops import index_select, log1p, log, relu, where
+from ...ops.core import op_error
+from ._base import embedding
+from ._pool import avg_pool1d, avg_pool2d, avg_pool3d
 
 
 def _ntuple(value, n):
@@ -36,7 +36,7 @@ def _bags(input, offsets, include_last_offset):
                              f"is a mini-batch of fixed length sequences. However, found "
                              f"offsets of type {type(offsets)}")
         rows, width = input.shape
-        offsets = tracegrad.arange(0, rows * width, width, dtype=input.dtype)
+        offsets = creation.arange(0, rows * width, width, dtype=input.dtype)
         return input.reshape(-1), offsets, None
     if input.dim() != 1:
         raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension "
@@ -52,11 +52,11 @@ def _bags(input, offsets, include_last_offset):
 
 def _membership(flat, offsets, end, padding_idx):
     """A (bags, lookups) boolean matrix: lookup j belongs to bag b (and is not padding)."""
-    positions = tracegrad.arange(flat.shape[0])
+    positions = creation.arange(flat.shape[0])
     bag_of = (positions.unsqueeze(1) >= offsets.unsqueeze(0)).long().sum(1) - 1
     if end is not None:         # past the end: in no bag
         bag_of = where(positions >= end, -1, bag_of)
-    member = bag_of.unsqueeze(0) == tracegrad.arange(offsets.shape[0]).unsqueeze(1)
+    member = bag_of.unsqueeze(0) == creation.arange(offsets.shape[0]).unsqueeze(1)
     if padding_idx is not None:
         member = member & (flat != padding_idx).unsqueeze(0)
     return member
@@ -76,7 +76,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
                   include_last_offset=False, padding_idx=None):
     """Sums, means or maxima of bags of ``weight`` rows, without building the (bags, len,
     dim) lookups; an empty bag gives zeros."""
-    if weight.dtype == tracegrad.int64 and input.is_floating_point():
+    if weight.dtype == dtypes.int64 and input.is_floating_point():
         warnings.warn("Argument order of nn.functional.embedding_bag was changed. Usage "
                       "`embedding_bag(weight, input, ...)` is deprecated, and should now be "
                       "`embedding_bag(input, weight, ...)`.", stacklevel=2)
@@ -108,7 +108,6 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
         padding_idx = padding_idx + num if padding_idx < 0 else padding_idx
     flat, offsets, end = _bags(input, offsets, include_last_offset)
     if max_norm is not None:
-        from .functional import embedding
         with no_grad():     # renormalises the looked-up rows of weight in place
             embedding(flat, weight, max_norm=max_norm, norm_type=norm_type)
     rows = index_select(weight, 0, flat)
@@ -165,12 +164,12 @@ def _max_unpool(name, nd, input, indices, kernel_size, stride, padding, output_s
     size = _unpool_size(input, kernel_size, stride, padding, output_size)
     lead = tuple(input.shape[:input.dim() - nd])
     flat_in = input.reshape(lead + (-1,))
-    zeros = tracegrad.zeros(lead + (math.prod(size),), dtype=input.dtype)
+    zeros = creation.zeros(lead + (math.prod(size),), dtype=input.dtype)
     index = indices.reshape(lead + (-1,))
     summed = zeros.scatter_add(len(lead), index, flat_in)
     # overlapping windows can pick one element twice: PyTorch writes it once (the picks are
     # equal), and hands each pick the output's whole gradient there, which is summed's
-    picks = tracegrad.zeros_like(zeros).scatter_add(len(lead), index, tracegrad.ones_like(flat_in))
+    picks = creation.zeros_like(zeros).scatter_add(len(lead), index, creation.ones_like(flat_in))
     out = summed - (summed - summed / picks.clamp(min=1)).detach()
     return out.reshape(lead + tuple(size))
 
@@ -204,7 +203,7 @@ def _lp_pool(avg_pool, nd, input, norm_type, kernel_size, stride, ceil_mode):
         out = avg_pool(input.pow(norm_type), kernel_size, stride, 0, ceil_mode)
     else:
         out = avg_pool(input.pow(norm_type), kernel_size, padding=0, ceil_mode=ceil_mode)
-    return (tracegrad.sign(out) * relu(out.abs())).mul(window).pow(1.0 / norm_type)
+    return (ops.sign(out) * relu(out.abs())).mul(window).pow(1.0 / norm_type)
 
 
 def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
@@ -240,7 +239,7 @@ def _alpha_dropout(input, p, training, inplace, feature):
         shape = tuple(input.shape[:2]) + (1,) * (input.dim() - 2)
     else:
         shape = tuple(input.shape)
-    keep = (tracegrad.rand(shape, dtype=input.dtype) >= p).to(input.dtype)
+    keep = (creation.rand(shape, dtype=input.dtype) >= p).to(input.dtype)
     a = 1.0 / math.sqrt((_SELU_ALPHA ** 2 * p + 1) * (1 - p))
     shift = (keep - 1) * (_SELU_ALPHA * a) + _SELU_ALPHA * a * p
     scale = keep * a
@@ -287,12 +286,12 @@ native_channel_shuffle = channel_shuffle
 def gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1):
     """``softmax((logits + g) / tau)`` with Gumbel(0, 1) noise ``g``; ``hard`` returns the
     one-hot argmax in the forward and the soft sample's gradient (straight-through)."""
-    uniform = tracegrad.rand_like(logits)
+    uniform = creation.rand_like(logits)
     exponential = -log1p(-uniform)
     gumbels = (logits - log(exponential)) / tau
     y_soft = gumbels.softmax(dim)
     if not hard:
         return y_soft
     index = y_soft.max(dim, keepdim=True)[1]
-    y_hard = tracegrad.zeros_like(logits).scatter(dim, index, 1.0)
+    y_hard = creation.zeros_like(logits).scatter(dim, index, 1.0)
     return y_hard - y_soft.detach() + y_soft

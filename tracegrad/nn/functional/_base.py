@@ -1,4 +1,6 @@
-"""``nn.functional``: activations, linear, dropout, normalisation, embedding and losses.
+"""The base of ``nn.functional``: activations, softmax, distances, linear, dropout, embedding
+and the batch and layer norms, with the helpers the other parts share (``_inplace``,
+``_softmax_dim``, ``log_sigmoid``); those parts import them from here, never from the package.
 
 Every function is a composition of tracegrad ops, so it has no derivative
 of its own and traces into the compiler's IR like user code does. Formulas
@@ -8,63 +10,19 @@ gradient at a kink (noted where they do). Randomness (dropout) comes from
 """
 import warnings
 
-import tracegrad
-
-from ..autograd.grad_mode import no_grad
-from ..ops import (
-    abs, exp, expm1, gelu as _gelu, index_select, log1p,
-    log_softmax as _log_softmax, matmul, minimum, norm, relu as _relu, rsqrt,
+from ... import creation, dtypes
+from ...autograd.grad_mode import no_grad
+from ...ops import (
+    broadcast_tensors, exp, expm1, gelu as _gelu, index_select, log1p,
+    log_softmax as _log_softmax, matmul, norm, relu as _relu, rsqrt,
     sigmoid as _sigmoid, silu as _silu, softmax as _softmax, softplus, tanh as _tanh,
     where,
 )
-from ..ops.core import op_error
-from ..ops.linalg import mm
-from ..ops.nn_ops import _tracing, addmm
-from ..ops.nn_ops import embedding as _embedding
-from ..ops.declare import backward_name
-from .attention import scaled_dot_product_attention  # noqa: F401, E402
-from .functional_conv import (  # noqa: F401 - F.conv2d, F.pad, F.unfold, ...
-    conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d, fold, pad,
-    unfold,
-)
-from .functional_ctc import ctc_loss  # noqa: F401 - the CTC loss
-from .functional_dropout import dropout1d, dropout2d, dropout3d, feature_dropout  # noqa: F401
-from .functional_extra import (  # noqa: F401 - embedding_bag, unpooling, lp pools, more
-    alpha_dropout, channel_shuffle, embedding_bag, feature_alpha_dropout, gumbel_softmax,
-    lp_pool1d, lp_pool2d, lp_pool3d, max_unpool1d, max_unpool2d, max_unpool3d,
-    native_channel_shuffle,
-)
-from .functional_grid import affine_grid, grid_sample  # noqa: F401 - spatial transformers
-from .functional_loss import (  # noqa: F401 - the losses are F.mse_loss and so on, as PyTorch's
-    _reduction, binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy,
-    huber_loss, kl_div, l1_loss, mse_loss, nll_loss, smooth_l1_loss,
-)
-from .functional_loss_more import (  # noqa: F401 - the margin, embedding, NLL, triplet losses
-    cosine_embedding_loss, gaussian_nll_loss, hinge_embedding_loss, margin_ranking_loss,
-    multi_margin_loss, multilabel_margin_loss, multilabel_soft_margin_loss, poisson_nll_loss,
-    soft_margin_loss, triplet_margin_loss, triplet_margin_with_distance_loss,
-)
-from .functional_more import (  # noqa: F401 - more activations, distances, rms_norm, bilinear
-    bilinear, celu, celu_, elu_, hardshrink, hardtanh, hardtanh_, leaky_relu_, pairwise_distance,
-    pdist, relu6, relu_, rms_norm, rrelu, rrelu_, selu, selu_, softmin, softshrink, softsign,
-    tanhshrink, threshold, threshold_,
-)
-from .functional_norm import (  # noqa: F401 - the per-sample norms
-    group_norm, instance_norm, local_response_norm,
-)
-from .functional_pool import (  # noqa: F401 - max, average and adaptive pooling
-    adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d, adaptive_max_pool1d,
-    adaptive_max_pool2d, adaptive_max_pool3d, avg_pool1d, avg_pool2d, avg_pool3d, max_pool1d,
-    max_pool1d_with_indices, max_pool2d, max_pool2d_with_indices, max_pool3d,
-    max_pool3d_with_indices,
-)
-from .functional_fractional import (  # noqa: F401 - fractional max pooling, F's helpers
-    assert_int_or_pair, boolean_dispatch, fractional_max_pool2d,
-    fractional_max_pool2d_with_indices, fractional_max_pool3d, fractional_max_pool3d_with_indices,
-)
-from .functional_resample import (  # noqa: F401 - interpolation and pixel shuffle
-    interpolate, pixel_shuffle, pixel_unshuffle, upsample, upsample_bilinear, upsample_nearest,
-)
+from ...ops.core import op_error
+from ...ops.linalg import mm
+from ...ops.nn_ops import _tracing, addmm
+from ...ops.nn_ops import embedding as _embedding
+from ...ops.declare import backward_name, method
 
 # activations ------------------------------------------------------------------------------
 
@@ -121,10 +79,20 @@ def leaky_relu(input, negative_slope=0.01, inplace=False):
     return where(input > 0, input, input * negative_slope)
 
 
+def _scaled_elu(input, alpha, scale, input_scale):
+    """PyTorch's elu kernel: ``scale * x`` for ``x > 0`` (and NaN), else ``scale * alpha *
+    expm1(x * input_scale)``. At 0 the slope is the left branch's, ``scale * alpha *
+    input_scale``, but the second derivative is 0 (PyTorch's double backward masks
+    ``x < 0``): the left branch is ``expm1`` of the part below 0 plus the linear rest."""
+    below = where(input < 0, input, 0.0)
+    rest = where(input < 0, 0.0, input)     # input - below, but 0 (not NaN) at -inf
+    neg = (expm1(below * input_scale) + rest * input_scale) * (alpha * scale)
+    return where(input <= 0, neg, input * scale if scale != 1.0 else input)
+
+
 def _elu(input, alpha):
-    """PyTorch's elu: slope alpha at 0, second derivative 0 there (functional_more's
-    ``_scaled_elu``, which selu and celu share)."""
-    from .functional_more import _scaled_elu
+    """PyTorch's elu: slope alpha at 0, second derivative 0 there (``_scaled_elu``, which
+    selu and celu share)."""
     return _scaled_elu(input, alpha, 1.0, 1.0)
 
 
@@ -169,6 +137,7 @@ def hardsigmoid(input, inplace=False):
     return _inplace(input, _hardsigmoid) if inplace else _hardsigmoid(input)
 
 
+@method("prelu")     # Tensor.prelu too: declared here, where prelu lives
 def prelu(input, weight):
     """``x`` for ``x > 0``, else ``weight * x``, one weight per channel (dim 1) or one for
     all; at 0 the input's slope is the weight, as in PyTorch."""
@@ -244,7 +213,7 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     """``sum(x1 / |x1| * x2 / |x2|, dim)``, each norm at least ``eps``. PyTorch clamps the
     norms in place under no_grad, so the gradient ignores the clamp; so does this."""
-    x1, x2 = tracegrad.broadcast_tensors(x1, x2)
+    x1, x2 = broadcast_tensors(x1, x2)
 
     def clamped(n):
         # the value eps below eps, the gradient of n everywhere
@@ -288,9 +257,9 @@ def dropout(input, p=0.5, training=True, inplace=False):
     if not training or p == 0.0:
         return input
     if p == 1.0:        # 1/(1-p) would be inf; every element is dropped
-        scale = tracegrad.zeros_like(input)
+        scale = creation.zeros_like(input)
     else:
-        keep = tracegrad.rand_like(input) >= p           # P(keep) = 1 - p
+        keep = creation.rand_like(input) >= p           # P(keep) = 1 - p
         scale = keep.to(input.dtype) * (1.0 / (1.0 - p))
     return input.mul_(scale) if inplace else input * scale
 
@@ -299,7 +268,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
               scale_grad_by_freq=False, sparse=False):
     """Rows of ``weight`` picked by the integer ``input``: shape ``input.shape + (dim,)``.
     Positions equal to ``padding_idx`` send no gradient to the weight."""
-    if input.is_floating_point() or input.dtype is tracegrad.bool:
+    if input.is_floating_point() or input.dtype is dtypes.bool:
         raise op_error("embedding", f"Expected tensor for argument #1 'indices' to have one of "
                                     f"the following scalar types: Long, Int; but got "
                                     f"{input.type()} instead (while checking arguments for "
@@ -402,6 +371,6 @@ def one_hot(tensor, num_classes=-1):
     """Integer ``tensor`` as int64 one-hot rows; ``num_classes=-1`` takes max + 1."""
     if num_classes == -1:
         num_classes = int(tensor.max().item()) + 1
-    classes = tracegrad.arange(num_classes, device=tensor.device)
+    classes = creation.arange(num_classes, device=tensor.device)
     return (tensor.unsqueeze(-1) == classes).long()
 

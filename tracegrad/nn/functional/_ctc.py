@@ -17,15 +17,15 @@ to the gradient.
 """
 import math
 
-import tracegrad
-
-from ..ops import where
-from ..ops.core import op_error
+from ... import creation, dtypes, ops
+from ...tensor import Tensor
+from ...ops import where
+from ...ops.core import op_error
 
 
 def _as_lengths(lengths, name):
     """Python ints from a tensor, a list or a tuple of lengths."""
-    if isinstance(lengths, tracegrad.Tensor):
+    if isinstance(lengths, Tensor):
         if lengths.is_floating_point():
             raise op_error("ctc_loss", f"ctc_loss(): {name} must be an integer tensor")
         return [int(v) for v in lengths.reshape(-1).tolist()]
@@ -41,9 +41,9 @@ def _padded_targets(targets, target_lengths, batch):
     for length in target_lengths:
         row = targets[start:start + length].long()
         start += length
-        pad = tracegrad.zeros(longest - length, dtype=tracegrad.int64)
-        rows.append(tracegrad.cat([row, pad]))
-    return tracegrad.stack(rows) if rows else tracegrad.zeros(0, 0, dtype=tracegrad.int64)
+        pad = creation.zeros(longest - length, dtype=dtypes.int64)
+        rows.append(ops.cat([row, pad]))
+    return ops.stack(rows) if rows else creation.zeros(0, 0, dtype=dtypes.int64)
 
 
 def _logsumexp(terms):
@@ -58,8 +58,8 @@ def _logsumexp(terms):
 
 def _shifted(alpha, by):
     """``alpha`` moved ``by`` places along the extended target, -inf shifted in."""
-    fill = tracegrad.full((alpha.shape[0], by), -math.inf, dtype=alpha.dtype)
-    return tracegrad.cat([fill, alpha[:, :alpha.shape[1] - by]], 1)
+    fill = creation.full((alpha.shape[0], by), -math.inf, dtype=alpha.dtype)
+    return ops.cat([fill, alpha[:, :alpha.shape[1] - by]], 1)
 
 
 def _alpha_loss(log_probs, extended, can_skip, input_lengths, extended_lengths):
@@ -67,17 +67,17 @@ def _alpha_loss(log_probs, extended, can_skip, input_lengths, extended_lengths):
     steps, batch, _ = log_probs.shape
     width = extended.shape[1]
     emit = log_probs.gather(2, extended.unsqueeze(0).expand(steps, batch, width))
-    start = tracegrad.arange(width) < 2
+    start = creation.arange(width) < 2
     alpha = where(start.unsqueeze(0), emit[0], -math.inf)
-    lengths = tracegrad.tensor(input_lengths)
+    lengths = creation.tensor(input_lengths)
     last = where((lengths == 1).unsqueeze(1), alpha, -math.inf)
     for t in range(1, max(input_lengths, default=0)):
         skip = where(can_skip, _shifted(alpha, 2), -math.inf)
-        terms = tracegrad.stack([alpha, _shifted(alpha, 1), skip], -1)
+        terms = ops.stack([alpha, _shifted(alpha, 1), skip], -1)
         alpha = emit[t] + _logsumexp(terms)
         last = where((lengths == t + 1).unsqueeze(1), alpha, last)
-    ends = tracegrad.tensor(extended_lengths).unsqueeze(1)
-    finals = tracegrad.cat([last.gather(1, ends - 1),
+    ends = creation.tensor(extended_lengths).unsqueeze(1)
+    finals = ops.cat([last.gather(1, ends - 1),
                             where(ends >= 2, last.gather(1, (ends - 2).clamp(min=0)),
                                   -math.inf)], 1)
     return -_logsumexp(finals)
@@ -87,8 +87,8 @@ def _pytorch_gradient_term(log_probs, input_lengths):
     """0, with gradient ``exp(log_probs)`` on each sample's valid steps (see the module
     docstring)."""
     probs = log_probs.exp()
-    steps = tracegrad.arange(log_probs.shape[0]).unsqueeze(1)
-    valid = steps < tracegrad.tensor(input_lengths).unsqueeze(0)
+    steps = creation.arange(log_probs.shape[0]).unsqueeze(1)
+    valid = steps < creation.tensor(input_lengths).unsqueeze(0)
     return where(valid.unsqueeze(2), probs - probs.detach(), 0.0).sum((0, 2))
 
 
@@ -129,10 +129,10 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     target_lengths = _as_lengths(target_lengths, "target_lengths")
     _check(log_probs, batch, input_lengths, target_lengths, targets, blank)
     padded = _padded_targets(targets, target_lengths, batch)
-    blanks = tracegrad.full(padded.shape, blank, dtype=tracegrad.int64)
-    extended = tracegrad.cat([tracegrad.stack([blanks, padded], -1).reshape(batch, -1),
-                              tracegrad.full((batch, 1), blank, dtype=tracegrad.int64)], 1)
-    repeated = tracegrad.cat([tracegrad.ones(batch, 2, dtype=tracegrad.bool),
+    blanks = creation.full(padded.shape, blank, dtype=dtypes.int64)
+    extended = ops.cat([ops.stack([blanks, padded], -1).reshape(batch, -1),
+                              creation.full((batch, 1), blank, dtype=dtypes.int64)], 1)
+    repeated = ops.cat([creation.ones(batch, 2, dtype=dtypes.bool),
                               extended[:, 2:] == extended[:, :-2]], 1)
     can_skip = (extended != blank) & ~repeated
     extended_lengths = [2 * length + 1 for length in target_lengths]
@@ -141,7 +141,7 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     if zero_infinity:
         loss = where(loss == math.inf, 0.0, loss)
     if reduction == "mean":
-        lengths = tracegrad.tensor(target_lengths, dtype=loss.dtype).clamp(min=1)
+        lengths = creation.tensor(target_lengths, dtype=loss.dtype).clamp(min=1)
         return (loss / lengths).mean()
     if reduction == "sum":
         return loss.sum()

@@ -1,0 +1,68 @@
+"""The layers of DESIGN.md, written as import-linter contracts in ``pyproject.toml``.
+
+The contracts hold on the package as it is, and they bite: one upward import added to a
+copy of the package (the primitive table reaching the runtime, codegen reaching nn) breaks
+them. ``nn.functional`` is a package whose parts share helpers through ``_base``, never
+through the package itself, so no import cycle runs through ``F``.
+"""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("importlinter")
+
+ROOT = Path(__file__).resolve().parents[1]
+CONTRACTS = ROOT / "pyproject.toml"
+
+
+def lint(root):
+    """``lint-imports`` with the repository's contracts over the ``tracegrad`` found under
+    ``root`` (the checkout, or a copy of it): ``(exit status, report)``."""
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    run = subprocess.run(
+        [sys.executable, "-c", "from importlinter.cli import lint_imports_command as c; c()",
+         "--no-logo", "--no-cache", str(CONTRACTS)],
+        cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    return run.returncode, run.stdout + run.stderr
+
+
+def test_the_contracts_hold():
+    status, report = lint(ROOT)
+    assert status == 0, report
+    assert " kept, 0 broken." in report, report
+
+
+@pytest.mark.parametrize("path, upward, broken", [
+    ("ops/shape_ops.py", "tracegrad.runtime.compiled",
+     ["Layers:", "The eager core never imports the compiler"]),
+    ("codegen/names.py", "tracegrad.nn.functional", ["Code generation never imports nn"]),
+])
+def test_an_upward_import_breaks_the_contracts(tmp_path, path, upward, broken):
+    copy = tmp_path / "tracegrad"
+    shutil.copytree(ROOT / "tracegrad", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    target = copy / path
+    target.write_text(target.read_text() + f"\nimport {upward}  # noqa: E402,F401\n")
+    status, report = lint(tmp_path)
+    assert status != 0, report
+    importer = "tracegrad." + path[:-len(".py")].replace("/", ".")
+    assert f"{importer} -> {upward}" in report, report     # the copy was read, not the checkout
+    for name in broken:
+        assert f"{name}" in report.split("Broken contracts")[1], report
+
+
+def test_the_parts_of_functional_import_no_package_facade():
+    """The parts import ``_base`` and each other, never ``tracegrad.nn.functional`` (its
+    ``__init__``) nor ``tracegrad`` itself, so they form no cycle with ``F``."""
+    grimp = pytest.importorskip("grimp")
+    graph = grimp.build_graph("tracegrad", cache_dir=None)
+    package = "tracegrad.nn.functional"
+    parts = graph.find_children(package)
+    assert f"{package}._base" in parts and len(parts) > 10
+    for part in sorted(parts):
+        imported = graph.find_modules_directly_imported_by(part)
+        assert package not in imported and "tracegrad" not in imported, part
+    assert not graph.find_shortest_chain(importer=f"{package}._base", imported=package)
