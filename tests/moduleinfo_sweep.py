@@ -26,6 +26,7 @@ import os
 import warnings
 
 import opinfo_sweep as ops
+import opinfo_convert as convert
 import sweeps
 import tracegrad as tg
 
@@ -102,7 +103,7 @@ def to_tg(value, requires_grad=False, memo=None):
     memo = {} if memo is None else memo
     if isinstance(value, t.Tensor):
         if id(value) not in memo:
-            memo[id(value)] = ops.to_tg(value, requires_grad)
+            memo[id(value)] = convert.to_tg(value, requires_grad)
         return memo[id(value)]
     if isinstance(value, t.nn.utils.rnn.PackedSequence):
         return tg.nn.utils.rnn.PackedSequence(*(to_tg(v, requires_grad, memo) for v in value))
@@ -115,7 +116,7 @@ def to_tg(value, requires_grad=False, memo=None):
     if callable(value) and not isinstance(value, (type, t.nn.Module)) and (
             getattr(value, "__module__", None) or "").startswith("torch"):
         return _tg_function(value)
-    return ops.to_tg(value, requires_grad)
+    return convert.to_tg(value, requires_grad)
 
 
 def _tg_transformer_layer(layer):
@@ -131,10 +132,10 @@ def _tg_transformer_layer(layer):
         batch_first=attention.batch_first, norm_first=layer.norm_first,
         bias=layer.linear1.bias is not None,
         activation=to_tg(activation) if not isinstance(activation, torch().nn.Module)
-        else ops.to_tg_module(activation))
+        else convert.to_tg_module(activation))
     state = layer.state_dict()
-    converted = converted.to(ops.to_tg_dtype(next(iter(state.values())).dtype))
-    converted.load_state_dict({k: ops.to_tg_tensor(v) for k, v in state.items()})
+    converted = converted.to(convert.to_tg_dtype(next(iter(state.values())).dtype))
+    converted.load_state_dict({k: convert.to_tg_tensor(v) for k, v in state.items()})
     return converted.train(layer.training)
 
 
@@ -143,7 +144,7 @@ def _tg_function(fn):
         found = getattr(namespace, fn.__name__, None)
         if callable(found):
             return found
-    raise ops.Unconvertible(f"tracegrad has no function {fn.__name__}")
+    raise convert.Unconvertible(f"tracegrad has no function {fn.__name__}")
 
 
 def _convert_call(function_input, requires_grad=False):
@@ -159,7 +160,7 @@ def build(module_info, cls, sample, dtype, training):
     tg_args, tg_kwargs = _convert_call(sample.constructor_input)
     t.manual_seed(0)
     torch_module = module_info.module_cls(*args, **kwargs).to(dtype).train(training)
-    tg_module = cls(*tg_args, **tg_kwargs).to(ops.to_tg_dtype(dtype)).train(training)
+    tg_module = cls(*tg_args, **tg_kwargs).to(convert.to_tg_dtype(dtype)).train(training)
     if _lazy(torch_module):     # one call each materialises the parameters
         with t.no_grad():
             torch_module(*copy.deepcopy(sample.forward_input.args),
@@ -167,7 +168,7 @@ def build(module_info, cls, sample, dtype, training):
         fwd_args, fwd_kwargs = _convert_call(sample.forward_input)
         with tg.no_grad():
             tg_module(*fwd_args, **fwd_kwargs)
-    tg_module.load_state_dict({k: ops.to_tg_tensor(v)
+    tg_module.load_state_dict({k: convert.to_tg_tensor(v)
                                for k, v in torch_module.state_dict().items()})
     return torch_module, tg_module
 
@@ -217,10 +218,10 @@ def check_forward(module_info, cls, sample, training, where):
     actual = tg_module(*tg_args, **tg_kwargs)
     rtol, atol = _tolerance(module_info)
     defined = values_defined(module_info, torch_module, sample, training)
-    ops.compare_outputs(expected, actual, rtol, atol, defined, where)
+    convert.compare_outputs(expected, actual, rtol, atol, defined, where)
     want_state, got_state = torch_module.state_dict(), tg_module.state_dict()
     for name, value in want_state.items():
-        ops.compare_leaf(value, got_state[name], rtol, atol, defined, f"{where} state {name}")
+        convert.compare_leaf(value, got_state[name], rtol, atol, defined, f"{where} state {name}")
     return True
 
 
@@ -235,9 +236,9 @@ def check_grad(module_info, cls, sample, training, where):
     if expected is None:
         return False
     fwd = (list(sample.forward_input.args), dict(sample.forward_input.kwargs))
-    torch_inputs = [x for x in ops.tensors_of(fwd, t.Tensor) if x.requires_grad]
+    torch_inputs = [x for x in convert.tensors_of(fwd, t.Tensor) if x.requires_grad]
     torch_params = dict(torch_module.named_parameters())
-    torch_outputs = ops.tensors_of([expected], t.Tensor)
+    torch_outputs = convert.tensors_of([expected], t.Tensor)
     wanted = [i for i, o in enumerate(torch_outputs) if ops._differentiable(o)]
     if not wanted:
         return False
@@ -250,8 +251,8 @@ def check_grad(module_info, cls, sample, training, where):
     tg_params = dict(tg_module.named_parameters())
     assert sorted(tg_params) == sorted(torch_params), (
         f"{where}: parameters {sorted(tg_params)}, expected {sorted(torch_params)}")
-    tg_inputs = [x for x in ops.tensors_of((tg_args, tg_kwargs), tg.Tensor) if x.requires_grad]
-    tg_outputs = ops.tensors_of([tg_module(*tg_args, **tg_kwargs)], tg.Tensor)
+    tg_inputs = [x for x in convert.tensors_of((tg_args, tg_kwargs), tg.Tensor) if x.requires_grad]
+    tg_outputs = convert.tensors_of([tg_module(*tg_args, **tg_kwargs)], tg.Tensor)
     assert len(tg_outputs) == len(torch_outputs), (
         f"{where}: {len(tg_outputs)} tensor outputs, expected {len(torch_outputs)}")
     got = ops._tg_vjp([(tg_outputs[i], c) for i, c in cotangents.items()
@@ -265,7 +266,7 @@ def check_grad(module_info, cls, sample, training, where):
                 f"{where}: grad of {name} None on one side only")
         else:
             rtol, atol = GRAD_TOLERANCE.get(str(w.dtype), (1e-7, 1e-9))
-            ops.compare_leaf(w, g, rtol, atol, defined, f"{where} grad of {name}")
+            convert.compare_leaf(w, g, rtol, atol, defined, f"{where} grad of {name}")
     return True
 
 
@@ -286,7 +287,7 @@ def check_compiled(module_info, cls, sample, training, where):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         compiled = tg.compile(compiled_module)(*args, **kwargs)
-    ops.compare_outputs(eager, compiled, 1e-5, 1e-6,
+    convert.compare_outputs(eager, compiled, 1e-5, 1e-6,
                         values_defined(module_info, torch_module, sample, training), where)
     return True
 

@@ -4,7 +4,7 @@ the tolerances each comparison allows (the reasons are in ``optiminfo_sweep``'s 
 and beside the constants here). torch is imported lazily: this module imports without it."""
 import numpy as np
 
-import opinfo_sweep as ops
+import opinfo_convert as convert
 import tracegrad as tg
 
 STEPS = 5
@@ -105,7 +105,7 @@ def sides(init, differentiable=False):
 
 
 def convert_kwargs(kwargs):
-    return {k: ops.to_tg(v) for k, v in kwargs.items()}
+    return {k: convert.to_tg(v) for k, v in kwargs.items()}
 
 
 def input_params(spec, torch_side, tg_side):
@@ -116,15 +116,15 @@ def input_params(spec, torch_side, tg_side):
         return torch_side.params, tg_side.params
     memo = {}
 
-    def convert(value):
+    def converted(value):
         if isinstance(value, torch().Tensor):
-            return memo.setdefault(id(value), ops.to_tg_tensor(value, requires_grad=True))
+            return memo.setdefault(id(value), convert.to_tg_tensor(value, requires_grad=True))
         if isinstance(value, dict):
-            return {k: convert(v) for k, v in value.items()}
+            return {k: converted(v) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
-            return type(value)(convert(v) for v in value)
+            return type(value)(converted(v) for v in value)
         return value
-    tg_spec = convert(spec)
+    tg_spec = converted(spec)
     if not isinstance(spec, torch().Tensor):
         torch_side.params, tg_side.params = _flat(spec), _flat(tg_spec)
     return spec, tg_spec
@@ -176,7 +176,7 @@ def tolerance(info, kwargs, dtype, steps):
 def _array(tensor):
     """(NumPy array, dtype name) of a torch or tracegrad tensor."""
     if isinstance(tensor, tg.Tensor):
-        return np.array(ops.to_numpy(tensor.detach())), str(tensor.dtype).rsplit(".", 1)[-1]
+        return np.array(convert.to_numpy(tensor.detach())), str(tensor.dtype).rsplit(".", 1)[-1]
     return tensor.detach().numpy(), str(tensor.dtype).rsplit(".", 1)[-1]
 
 

@@ -25,7 +25,7 @@ import os
 import re
 import warnings
 
-import opinfo_sweep as ops
+import opinfo_convert as convert
 import sweeps
 import tracegrad as tg
 from optiminfo_sides import (
@@ -145,7 +145,7 @@ def check_errors(info, cls):
         torch_side, tg_side = sides(init)
         try:
             torch_params, tg_params = input_params(optim_input.params, torch_side, tg_side)
-        except ops.Unconvertible:
+        except convert.Unconvertible:
             continue        # complex parameters: out of tracegrad's scope
         want = _rejection(torch_side, info.optim_cls, torch_params, optim_input.kwargs,
                           error_input, grads[0], data)
@@ -218,7 +218,7 @@ def check_state_dict(info, cls):
                       tol, f"{where} (tracegrad's)", dtypes=False)
         compare_sides(_resumed(info, theirs, theirs, draw, copy.deepcopy),
                       _resumed(info, theirs, ours, draw,
-                               lambda state: ops.to_tg(copy.deepcopy(state))),
+                               lambda state: convert.to_tg(copy.deepcopy(state))),
                       tol, f"{where} (PyTorch's, loaded)")
     return len(base_inputs(info))
 

@@ -24,6 +24,7 @@ import itertools
 from pathlib import Path
 
 import opinfo_sweep as sweep
+import opinfo_convert as convert
 import tracegrad as tg
 
 _coverage_path = Path(__file__).resolve().parent.parent / "benchmarks" / "coverage.py"
@@ -199,7 +200,7 @@ def variant_check(namespace, name, eid, how):
     for index, sample in enumerate(_first_samples(eid)):
         if how == "method" and name.endswith("_") and sample.broadcasts_input:
             continue    # PyTorch resizes the input there (addbmm_); its own tests skip it
-        tg_inp, tg_args, tg_kwargs = sweep.convert_sample(sample)
+        tg_inp, tg_args, tg_kwargs = convert.convert_sample(sample)
         inp = sample.input.clone() if isinstance(sample.input, torch.Tensor) else sample.input
         try:
             expected = _call(torch, namespace, name, how, inp, sample.args, sample.kwargs)
@@ -209,7 +210,7 @@ def variant_check(namespace, name, eid, how):
         rtol, atol = sweep.float32_tolerance(opinfo, expected)
         values = sweep.values_defined(opinfo, sample)
         where = f"{namespace}.{name} ({how}) on {eid} sample {index}"
-        sweep.compare_outputs((expected, inp), (actual, tg_inp), rtol, atol, values, where)
+        convert.compare_outputs((expected, inp), (actual, tg_inp), rtol, atol, values, where)
         checked += 1
         if checked == VARIANT_SAMPLES:
             break

@@ -11,7 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import opinfo_sweep as sweep  # noqa: E402 - after the skip: it converts torch values
+import opinfo_convert as convert  # noqa: E402 - after the skip: it converts torch values
 import tracegrad as tg  # noqa: E402
 from tolerances import close  # noqa: E402
 from tracegrad.linalg.decomp import cholesky_ex  # noqa: E402
@@ -155,11 +155,11 @@ def test_functional_pad_replicate_negative_as_torch():
 # torch.nn modules in samples (the sweep's converter) --------------------------------------
 
 def test_sweep_converts_torch_modules_to_tracegrad_modules():
-    distance = sweep.to_tg(torch.nn.PairwiseDistance(p=1.5, eps=1e-3, keepdim=True))
+    distance = convert.to_tg(torch.nn.PairwiseDistance(p=1.5, eps=1e-3, keepdim=True))
     assert type(distance) is tg.nn.PairwiseDistance
     assert (distance.norm, distance.eps, distance.keepdim) == (1.5, 1e-3, True)
     linear = torch.nn.Linear(3, 2).double()
-    converted = sweep.to_tg(linear)
+    converted = convert.to_tg(linear)
     x = torch.randn(4, 3, dtype=torch.float64)
     np.testing.assert_allclose(converted(_tg(x)).detach().numpy(),
                                linear(x).detach().numpy(), **close("float64", n_ops=4))
@@ -175,7 +175,7 @@ def test_triplet_margin_with_distance_loss_with_module_as_torch(kwargs):
     want_grads = torch.autograd.grad(want.sum(), (a, p, n))
     ts = [_tg(v, requires_grad=True) for v in (a, p, n)]
     got = tg.nn.functional.triplet_margin_with_distance_loss(
-        *ts, distance_function=sweep.to_tg(distance), **kwargs)
+        *ts, distance_function=convert.to_tg(distance), **kwargs)
     # a 10-term p-norm (pow, sum, root) per distance, then a hinge and a mean of 5
     tol = close("float64", n_ops=30, scale=10.0)
     np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), **tol)
@@ -187,7 +187,7 @@ def test_triplet_margin_with_distance_loss_with_module_as_torch(kwargs):
 
 def test_strided_layout_is_accepted_where_torch_takes_layout():
     assert repr(tg.strided) == repr(torch.strided) and isinstance(tg.strided, tg.layout)
-    assert sweep.to_tg(torch.strided) is tg.strided
+    assert convert.to_tg(torch.strided) is tg.strided
     x = tg.ones(2, 3)
     for make in (lambda lo: tg.zeros(2, layout=lo), lambda lo: tg.ones(2, layout=lo),
                  lambda lo: tg.empty(2, layout=lo), lambda lo: tg.full((2,), 1.0, layout=lo),

@@ -24,7 +24,7 @@ pytest.importorskip("expecttest")
 
 import torch  # noqa: E402 - after the skips
 
-import opinfo_sweep as sweep  # noqa: E402
+import opinfo_convert as convert  # noqa: E402
 import smoke_calls  # noqa: E402
 import smoke_names  # noqa: E402
 import tracegrad as tg  # noqa: E402
@@ -107,7 +107,7 @@ def test_smoke(key):
 
 
 def _compare(expected, actual, rtol, atol, where):
-    want, got = sweep.leaves([expected]), sweep.leaves([actual])
+    want, got = convert.leaves([expected]), convert.leaves([actual])
     assert len(want) == len(got), f"{where}: {len(got)} results, expected {len(want)}"
     for i, (w, g) in enumerate(zip(want, got)):
         at = f"{where} result {i}"
@@ -115,4 +115,4 @@ def _compare(expected, actual, rtol, atol, where):
             assert isinstance(g, (int, float)), f"{at}: got {g!r}, expected the float {w!r}"
             assert math.isclose(w, g, rel_tol=rtol, abs_tol=atol), f"{at}: {g!r} != {w!r}"
         else:
-            sweep.compare_leaf(w, g, rtol, atol, True, at)
+            convert.compare_leaf(w, g, rtol, atol, True, at)
