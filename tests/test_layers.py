@@ -66,3 +66,14 @@ def test_the_parts_of_functional_import_no_package_facade():
         imported = graph.find_modules_directly_imported_by(part)
         assert package not in imported and "tracegrad" not in imported, part
     assert not graph.find_shortest_chain(importer=f"{package}._base", imported=package)
+
+
+def test_every_package_is_installed():
+    """pyproject's setuptools ``packages`` lists every package folder of ``tracegrad`` (an
+    install from a wheel would leave out one it misses)."""
+    tomllib = pytest.importorskip("tomllib")
+    listed = set(tomllib.loads(CONTRACTS.read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts)
+             for p in (ROOT / "tracegrad").rglob("__init__.py")}
+    assert found == listed, {"not listed": sorted(found - listed),
+                             "not a package": sorted(listed - found)}
