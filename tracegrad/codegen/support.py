@@ -250,8 +250,9 @@ class CKernel:
         learning rate, a transposed weight); an output cannot be copied. A writable array
         taken as it is is remembered (weakly: a temporary is freed as before) for the next
         call."""
-        if type(a) is np.ndarray and a.dtype is dt:
-            try:    # from_buffer refuses a read-only or non-C-contiguous array
+        if type(a) is np.ndarray and a.dtype is dt and a.flags.c_contiguous:
+            try:    # from_buffer refuses a read-only array (a failed try costs 1 us: a
+                    # strided view, a gate's columns, is sent to the copy below directly)
                 address = _addressof(_c_char.from_buffer(a))
             except (TypeError, ValueError):
                 pass

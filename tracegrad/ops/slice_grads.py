@@ -8,16 +8,91 @@ The eager engine gathers them lazily: a basic index node gives its input a ``Sli
 tensor when the tensor's node runs. The compiled backward pass gathers them alike
 (``passes/autodiff.py``).
 """
+import functools
+import math
+
 from ..autograd.engine import LAZY_VJP, LazyGradient
 from .core import Primitive, bind
 from .index_ops import build_key, index_backward, index_p
 
 
 def _index_backward_sum_impl(xp, *grads, specs, shape):
+    shape = tuple(shape)
+    if _tiles(specs, shape):            # each element written once: no zeros, no adds
+        joined = _joined(specs, shape)
+        if joined is not None and all(g.dtype == grads[0].dtype for g in grads):
+            axis, order, stacked = joined   # side by side along one axis: one copy
+            parts = [grads[i] for i in order]
+            return xp.stack(parts, axis) if stacked else xp.concatenate(parts, axis)
+        out = xp.empty(shape, dtype=grads[0].dtype)
+        for g, spec in zip(grads, specs):
+            out[build_key(spec, ())] = g
+        return out
     out = xp.zeros(shape, dtype=grads[0].dtype)
     for g, spec in zip(grads, specs):
         out[build_key(spec, ())] += g
     return out
+
+
+@functools.lru_cache(maxsize=256)
+def _tiles(specs, shape):
+    """Whether the slices ``specs`` of an array of ``shape`` cover it exactly once (the
+    gates of an LSTM's [B, 4H] pre-activations, the steps of ``unbind``): then the sum is
+    the slices written side by side."""
+    if not all(type(n) is int for n in shape):
+        return False
+    boxes = [_box(spec, shape) for spec in specs]
+    if any(b is None for b in boxes):
+        return False
+    volume = sum(math.prod(hi - lo for lo, hi in b) for b in boxes)
+    if volume != math.prod(shape):
+        return False
+    return all(any(a[0] >= b[1] or b[0] >= a[1] for a, b in zip(p, q))
+               for i, p in enumerate(boxes) for q in boxes[i + 1:])
+
+
+@functools.lru_cache(maxsize=256)
+def _joined(specs, shape):
+    """For tiling ``specs`` that differ along one axis only (an LSTM's gates, ``unbind``'s
+    steps): ``(axis, order, stacked)``, the gradients in the order they lie along it,
+    ``stacked`` where each is one int index there (its axis removed); else None."""
+    boxes = [_box(spec, shape) for spec in specs]
+    differ = [a for a in range(len(shape)) if len({b[a] for b in boxes}) > 1]
+    if len(differ) != 1:
+        return None
+    axis = differ[0]
+    kinds = set()
+    for spec in specs:
+        for a, item in enumerate(spec):
+            kind = "int" if type(item) is int else "slice"
+            if a == axis:
+                kinds.add(kind)
+            elif kind == "int":
+                return None     # another axis removed: the parts' axes would shift
+    if len(kinds) != 1 or any(len(spec) <= axis for spec in specs):
+        return None
+    order = tuple(sorted(range(len(boxes)), key=lambda i: boxes[i][axis][0]))
+    return axis, order, kinds == {"int"}
+
+
+def _box(spec, shape):
+    """Per axis ``(start, stop)`` of a basic index of unit steps (ints and slices), or None."""
+    box, axis = [], 0
+    for s in spec:
+        if axis >= len(shape):
+            return None
+        n = shape[axis]
+        if type(s) is int:
+            k = s + n if s < 0 else s
+            box.append((k, k + 1))
+        elif type(s) is tuple and s[0] == "s" and s[3] in (None, 1) \
+                and all(v is None or type(v) is int for v in s[1:3]):
+            start, stop, _ = slice(s[1], s[2]).indices(n)
+            box.append((start, max(start, stop)))
+        else:
+            return None
+        axis += 1
+    return tuple(box) + tuple((0, n) for n in shape[axis:])
 
 
 # The sum of index_backward(g_i, spec_i, shape) over basic specs, in one buffer: the gradient

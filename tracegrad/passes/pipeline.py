@@ -17,15 +17,22 @@ from .fuse import fuse
 from .memplan import memplan
 from .partition import partition
 from .simplify import simplify
+from .stack_steps import stack_steps
 from .sizes import sizes
 
 
 def optimize(graph, dump=None, check=None):
     check = VERIFY if check is None else check
-    for stage, run in (("simplify", simplify),     # identities, constant folding
-                       ("cse", cse),               # one node per distinct computation
-                       ("dce", dce)):              # drop what no output needs
-        graph = run(graph)
+    stages = [("simplify", simplify),              # identities, constant folding
+              ("cse", cse),                        # one node per distinct computation
+              ("dce", dce),                        # drop what no output needs
+              ("stack", stack_steps)]              # many small GEMMs summed: one GEMM
+    while stages:
+        stage, run = stages.pop(0)
+        before, graph = graph, run(graph)
+        if stage == "stack" and graph is not before:
+            stages += [("cse", cse),               # the stacked steps shared
+                       ("dce", dce)]               # the per-step terms dropped
         if check:
             verify(graph)
         if dump:
