@@ -31,142 +31,33 @@ Contract:
   but its library is unusable.
 - ``stats`` counts, in this process, libraries compiled, libraries loaded from the cache,
   cache entries rejected, and seconds spent in the compiler (failed runs included).
+
+Here are the cache and its entries; the compiler and the key are ``toolchain.py``'s, the
+compiler's runs, temporary files and the exit hook ``build_process.py``'s.
 """
-import atexit
-import copy
 import ctypes
-import functools
-import hashlib
-import json
 import os
-import platform
 import re
-import shlex
-import shutil
-import signal
-import socket
-import subprocess
-import tempfile
 import threading
 import time
 from collections import defaultdict
 
 from . import elf
+from .build_process import (_HOST, TIMEOUT_S, Abandoned, BadLibrary, BuildError, _count,
+                            _drop_temp, _lock, _mark_broken, _temp_file, _unlink, build_timeout,
+                            exiting, stats)
+from .toolchain import FLAGS, FORMAT, LIBS, PROBE_TIMEOUT_S, _compile, _key, toolchain
 
-FORMAT = 1  # bump when what a key stands for changes, so old entries are no longer found
-# -fno-tree-slp-vectorize: gcc 12's straight-line vectorizer drops a double -> float ->
-# double round trip in a loop's remainder (x.float().double() came back unrounded for the
-# last 2 of 6 elements, at -O2 and -O3); the loop vectorizer, which omp simd uses, is kept.
-# -fno-trapping-math: with it gcc may compute a float comparison for every element (no value
-# changes; only floating-point exception flags, which nothing reads after a kernel); without
-# it a comparison stored as a mask (relu's ``x <= 0``) is a branch and the loop stays scalar.
-FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math",
-         "-fno-tree-slp-vectorize", "-fopenmp", "-fPIC", "-shared", "-std=c11")
-LIBS = ("-lmvec", "-lm")
-TIMEOUT_S = 120     # a variant's kernels compile in seconds; a compiler this slow is stuck
-PROBE_TIMEOUT_S = 30    # `cc --version` answers in milliseconds
+__all__ = ["build", "is_cached", "from_cache", "discard", "cache_dir", "toolchain",
+           "build_timeout", "exiting", "stats", "BuildError", "BadLibrary", "Abandoned",
+           "FLAGS", "LIBS", "FORMAT", "TIMEOUT_S", "PROBE_TIMEOUT_S", "STALE_S"]
+
 STALE_S = 3600      # a temporary file this old is left over whoever wrote it
 
-stats = {"compiled": 0, "loaded_from_cache": 0, "rejected_from_cache": 0,
-         "compile_seconds": 0.0}
-
-_lock = threading.Lock()                   # guards stats and the dicts below
-_toolchains = {}                           # ($CC, its path) -> toolchain() or its BuildError
-_probes = {}                               # ($CC, its path) -> (Event set when probed, start)
 _path_locks = defaultdict(threading.Lock)  # .so path -> held while it is compiled or loaded
 _loaded = {}                               # .so path -> its CDLL
-_broken = {}                               # toolchain() -> the error that condemned it
 _from_cache = set()                        # .so paths this process loaded from the disk cache
 _swept = set()                             # cache folders already swept of stale .tmp files
-_exit_lock = threading.Lock()              # guards the three below
-_exiting = False                           # set at interpreter exit: no compiler starts
-_children = set()                          # compilers running now (Popen)
-_temps = set()                             # temporary files and folders being written
-_HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
-
-
-class BuildError(Exception):
-    """The C tier cannot be built: no compiler, or the compiler failed. str() is one readable
-    line naming the cause (e.g. "C compiler '/nonexistent' (from CC) not found", or
-    "cc failed: <first error line of the compiler's stderr>")."""
-
-
-class BadLibrary(BuildError):
-    """The compiler reported success, but its library is unusable (truncated, not a shared
-    object, or lacking a symbol the caller needs: ``missing``)."""
-
-    def __init__(self, message, missing=()):
-        super().__init__(message)
-        self.missing = tuple(missing)
-
-    def __reduce__(self):
-        return type(self), (str(self), self.missing)
-
-
-class Abandoned(BuildError):
-    """The interpreter is exiting, so the build was dropped; there is nothing to report."""
-
-
-def build_timeout() -> float:
-    """Seconds a compiler run may take: $TRACEGRAD_BUILD_TIMEOUT, else ``TIMEOUT_S``."""
-    text = os.environ.get("TRACEGRAD_BUILD_TIMEOUT")
-    if not text:
-        return TIMEOUT_S
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not value > 0:
-        raise BuildError(f"TRACEGRAD_BUILD_TIMEOUT must be a positive number of seconds, "
-                         f"got {text!r}")
-    return value
-
-
-def toolchain(wait=True):
-    """(compiler path, its version line, flags) used for builds; raises BuildError when
-    there is no usable compiler. The compiler is $CC when set, else `cc`. Probed once per
-    process and compiler path (re-read if $CC changes), on a thread of its own; a failure is
-    remembered too. ``wait``: True waits for the probe; False never waits (None while the
-    compiler is unknown); seconds: waits at most that long after the probe started (so
-    that a hung compiler costs one such wait per process), then None."""
-    key = _compiler_key()
-    with _lock:
-        found = _toolchains.get(key)
-        if found is None and wait is not False:
-            probe = _probes.get(key)
-            if probe is None:
-                probe = _probes[key] = (threading.Event(), time.monotonic())
-                threading.Thread(target=_probe_into, args=(key, probe[0]), daemon=True,
-                                 name="tracegrad-cc-probe").start()
-    if found is None:
-        if wait is False:
-            return None
-        done, started = probe
-        if not done.wait(None if wait is True else max(0.0, started + wait - time.monotonic())):
-            return None
-        with _lock:
-            found = _toolchains.get(key)
-        if found is None:
-            raise Abandoned("the interpreter is exiting")
-    if isinstance(found, BuildError):
-        raise copy.copy(found)      # a fresh exception each time: tracebacks stay apart
-    return found
-
-
-def _probe_into(key, done):
-    """Probe the compiler of `key` and record the toolchain or the error (thread target)."""
-    try:
-        found = _probe(key[0])
-    except Abandoned:
-        found = None
-    except BuildError as exc:
-        found = exc
-    except Exception as exc:    # noqa: BLE001 - e.g. a locale that cannot decode the answer
-        found = BuildError(f"probing the C compiler failed: {type(exc).__name__}: {exc}")
-    if found is not None:
-        with _lock:
-            _toolchains.setdefault(key, found)
-    done.set()
 
 
 def build(source: str, name: str, symbols=()) -> ctypes.CDLL:
@@ -232,11 +123,6 @@ def discard(lib):
         pass
 
 
-def exiting() -> bool:
-    """Whether the interpreter is exiting (builds in flight are being abandoned)."""
-    return _exiting
-
-
 def _so_path(source, name, tc):
     stem = re.sub(r"[^\w.-]", "_", name, flags=re.ASCII) + "-" + _key(source, tc)[:16]
     try:
@@ -253,80 +139,6 @@ def cache_dir() -> str:
         path = os.path.join(base, "tracegrad")
     os.makedirs(path, exist_ok=True)
     return path
-
-
-# toolchain and key ----------------------------------------------------------------------------
-
-def _compiler_key():
-    """($CC or None, the path its program resolves to now): a probe's result holds for both."""
-    cc = os.environ.get("CC") or None
-    try:
-        words = shlex.split(cc) if cc else ["cc"]
-    except ValueError:
-        words = []
-    return cc, shutil.which(words[0]) if words else None
-
-
-def _probe(cc):
-    """toolchain() for $CC = `cc` (None: unset). $CC may carry words after the program
-    ("ccache gcc", "gcc -m64"); they go first among the flags."""
-    try:
-        words = shlex.split(cc) if cc else ["cc"]
-    except ValueError as exc:
-        raise BuildError(f"CC={cc!r} cannot be split into words: {exc}") from None
-    path = shutil.which(words[0]) if words else None
-    if path is None:
-        if cc:
-            raise BuildError(f"C compiler {cc!r} (from CC) not found")
-        raise BuildError("C compiler 'cc' not found; install gcc or clang, or set CC")
-    command = [path, *words[1:]]
-    probe_s = min(PROBE_TIMEOUT_S, build_timeout())
-    answer = _run(command + ["--version"], timeout=probe_s)
-    if answer.returncode or not answer.stdout.strip():
-        raise BuildError(f"C compiler {path!r} does not answer --version: "
-                         f"{_first_error(answer.stderr, answer.returncode)}")
-    version = answer.stdout.strip().splitlines()[0]
-    # gcc and clang print a library's full path when they can link it, its bare name when not;
-    # asking once here keeps the flags, and so the key, the same in every process.
-    mvec = _run(command + ["-print-file-name=libmvec.so"], timeout=probe_s).stdout.strip()
-    libs = LIBS if os.path.isabs(mvec) else tuple(f for f in LIBS if f != "-lmvec")
-    return path, version, (*words[1:], *FLAGS, *libs)
-
-
-def _mark_broken(tc, error):
-    """From now on in this process, builds with the toolchain `tc` raise `error` at once.
-    Returns the error to raise: the first one, where builds in several threads failed alike
-    (so that the user reads one message)."""
-    with _lock:
-        error = _broken.setdefault(tc, error)
-        for key, known in _toolchains.items():
-            if known == tc:
-                _toolchains[key] = error
-    return copy.copy(error)
-
-
-@functools.cache
-def _cpu_identity():
-    """What -march=native reads: the first CPU's model and feature lines of /proc/cpuinfo
-    (x86 and arm names), hashed, with the machine type."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        lines = []
-    wanted, seen = ("model name", "flags", "Features", "CPU implementer", "CPU part"), {}
-    for line in lines:
-        field, _, value = line.partition(":")
-        if field.strip() in wanted:
-            seen.setdefault(field.strip(), value.strip())
-    text = json.dumps([platform.machine(), sorted(seen.items())])
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def _key(source, tc):
-    path, version, flags = tc
-    parts = [FORMAT, path, version, list(flags), _cpu_identity(), source]
-    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
 
 
 # cache entries --------------------------------------------------------------------------------
@@ -386,38 +198,6 @@ def _compile_and_load(source, so_path, tc, symbols):
     return lib
 
 
-def _temp_file(folder, stem):
-    """(fd, path) of a new empty temporary file in `folder`, named so that a sweep can tell
-    whose it is. Made and recorded under the exit lock: the exit hook either removes it or
-    ran before, and then none is made."""
-    with _exit_lock:
-        if _exiting:
-            raise Abandoned("the interpreter is exiting")
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{stem}~{_HOST}~{os.getpid()}~",
-                                   suffix=".tmp")
-        _temps.add(tmp)
-    return fd, tmp
-
-
-def _temp_dir(folder):
-    """A new temporary folder in `folder` for a compiler to work in (see ``_temp_file``)."""
-    with _exit_lock:
-        if _exiting:
-            raise Abandoned("the interpreter is exiting")
-        work = tempfile.mkdtemp(dir=folder, prefix=f".cc~{_HOST}~{os.getpid()}~", suffix=".tmp")
-        _temps.add(work)
-    return work
-
-
-def _drop_temp(path):
-    with _exit_lock:
-        _temps.discard(path)
-    if os.path.isdir(path):
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        _unlink(path)
-
-
 def _write_atomic(path, data, mode):
     fd, tmp = _temp_file(os.path.dirname(path), "")
     try:
@@ -427,13 +207,6 @@ def _write_atomic(path, data, mode):
         os.replace(tmp, path)
     finally:
         _drop_temp(tmp)
-
-
-def _unlink(path):
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 _TEMP_NAME = re.compile(r"~(?P<host>[0-9a-f]{8})~(?P<pid>\d+)~[^~/]*\.tmp$")
@@ -473,124 +246,3 @@ def _alive(pid):
     except PermissionError:     # another user's process
         return True
     return True
-
-
-# the compiler ---------------------------------------------------------------------------------
-
-def _compile(c_path, out, tc):
-    """Compile `c_path` into the shared library `out`, dropping -lmvec for the rest of the
-    process if the linker cannot find it after all."""
-    path, _, flags = tc
-    result = _cc(tc, flags, c_path, out)
-    if result.returncode and "-lmvec" in flags and "-lmvec" in result.stderr:
-        flags = tuple(f for f in flags if f != "-lmvec")
-        with _lock:
-            for cc, known in _toolchains.items():
-                if known == tc:
-                    _toolchains[cc] = (path, tc[1], flags)
-        result = _cc(tc, flags, c_path, out)
-    if result.returncode:
-        line = _first_error(result.stderr, result.returncode)
-        raise BuildError(f"{os.path.basename(path)} failed: {line}")
-
-
-def _cc(tc, flags, c_path, out):
-    libs = [f for f in flags if f.startswith("-l")]  # after the source, or they link nothing
-    options = [f for f in flags if not f.startswith("-l")]
-    start = time.perf_counter()
-    # Whatever a compiler drops in its working directory lands somewhere thrown away (and
-    # swept, if this process is killed). Not a TemporaryDirectory: its finalizer removes it
-    # at exit, under a compiler about to start there ("cannot run C compiler").
-    work = _temp_dir(os.path.dirname(out))
-    try:
-        return _run([tc[0], *options, c_path, "-o", out, *libs], cwd=work, compiler=tc)
-    finally:
-        _drop_temp(work)
-        _count("compile_seconds", time.perf_counter() - start)
-
-
-def _run(command, cwd=None, timeout=None, compiler=None):
-    """The finished compiler run (CompletedProcess). It runs in a new session, so that a
-    timeout kills every process it started (a driver's cc1, as, ld), not just the first.
-    A compile that times out (`compiler`: its toolchain) marks the compiler broken."""
-    timeout = timeout or build_timeout()
-    # LC_ALL=C: English, ASCII messages, and a version line that is the same in every locale.
-    env = {**os.environ, "LC_ALL": "C"}
-    with _exit_lock:
-        if _exiting:
-            raise Abandoned("the interpreter is exiting")
-        try:
-            proc = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    start_new_session=True, encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise BuildError(f"cannot run C compiler {command[0]!r}: "
-                             f"{exc.strerror or exc}") from None
-        _children.add(proc)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        if exiting():
-            raise Abandoned("the interpreter is exiting") from None
-        error = BuildError(f"C compiler {command[0]!r} did not finish in {timeout:g} s "
-                           f"(TRACEGRAD_BUILD_TIMEOUT) and was stopped: {shlex.join(command)}")
-        raise (error if compiler is None else _mark_broken(compiler, error)) from None
-    finally:
-        with _exit_lock:
-            _children.discard(proc)
-    if exiting():       # killed by the exit hook: its result means nothing
-        raise Abandoned("the interpreter is exiting")
-    return subprocess.CompletedProcess(command, proc.returncode, out, err)
-
-
-def _kill_group(proc):
-    """Kill `proc` and everything in its session, and reap it."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        proc.communicate(timeout=5)
-    except subprocess.TimeoutExpired:   # a process that left the group holds the pipes open
-        for stream in (proc.stdout, proc.stderr):
-            stream.close()
-        proc.wait()
-
-
-@atexit.register
-def _abandon():
-    """At interpreter exit: start no compiler, kill the running ones, remove their files.
-    Build threads are daemons that die mid-step once the interpreter finalizes, so nothing
-    they would have cleaned up later may be left to them."""
-    global _exiting
-    with _exit_lock:
-        _exiting = True
-        children, temps = list(_children), list(_temps)
-    for proc in children:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    for proc in children:   # dead before its output file is removed, or it could write it again
-        try:
-            proc.wait(timeout=1)
-        except subprocess.TimeoutExpired:
-            pass
-    for path in temps:
-        _drop_temp(path)
-
-
-def _first_error(stderr, returncode):
-    """The line of a compiler's stderr that says what went wrong ("x.c:2:12: error: ...", not
-    the "In function" line before it). collect2's summary is skipped: the linker's own line
-    before it names the cause."""
-    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-    errors = [line for line in lines
-              if re.search(r"(^|\s)error:", line) and not line.startswith("collect2")]
-    return (errors or lines or [f"exit status {returncode}"])[0]
-
-
-def _count(field, amount):
-    with _lock:
-        stats[field] += amount

@@ -39,15 +39,18 @@ thread order, so a result does not depend on scheduling. float32 sums accumulate
 float64 (the primitive's ``Combiner``). The C tier takes float32, float64 and bool;
 a kernel with another dtype, or an op without a C form, raises ``Unsupported`` and
 stays on the NumPy tier.
+
+Here are the C language and the walk that writes a kernel (``_Writer``); the language objects
+and the prelude (``declarations``) are ``c_language.py``'s, the loop plan ``c_plan.py``'s.
 """
 import math
 
-import numpy as np
-
 from tracegrad import dtypes
-from tracegrad.symbolic import ATOMS, symbols_in
+from tracegrad.symbolic import symbols_in
 
-from .kernel import Literal, Reduce, kernel_symbols, strides
+from .c_language import _C_KEYWORDS, Language, Unsupported, _int_literal, declarations, signature
+from .c_plan import Planning
+from .kernel import Literal, Reduce
 
 # Elements of a kernel's domain from which its outer loop runs on several threads, from
 # benchmarks/threads.py (W1's forward kernel, 2 cores, load 0.8; ms, 1 thread / 2 threads):
@@ -57,97 +60,6 @@ from .kernel import Literal, Reduce, kernel_symbols, strides
 # so two threads win from 2**19 elements on.
 PARALLEL_MIN = 1 << 19
 BLOCK = 4096            # elements per outer iteration when the domain has one axis
-STORE_COST = 8              # a value costing this many simple ops is kept, not recomputed
-EXPENSIVE = frozenset({"exp", "log", "log1p", "expm1", "tanh", "sigmoid", "erf", "sin", "cos",
-                       "pow", "pow_scalar", "sqrt", "rsqrt"})
-
-
-def signature(head, params, width=100):
-    """``head(params)``: on one line where it fits in ``width`` columns (with the `` {`` that
-    opens the body), else with the parameters wrapped under the opening parenthesis."""
-    line = f"{head}({', '.join(params)})"
-    if len(line) + 2 <= width:
-        return line
-    indent, lines, cur = " " * (len(head) + 1), [], f"{head}("
-    for i, p in enumerate(params):
-        piece = p + ("," if i < len(params) - 1 else ")")
-        if not cur.endswith("(") and len(cur) + 1 + len(piece) + 2 > width:
-            lines.append(cur)
-            cur = indent + piece
-        else:
-            cur += piece if cur.endswith("(") else " " + piece
-    return "\n".join(lines + [cur])
-
-
-class Unsupported(Exception):
-    """The kernel has something this language does not render; it stays on NumPy."""
-
-
-_C_KEYWORDS = frozenset("""auto break case char const continue default do double else enum
-extern float for goto if inline int long register restrict return short signed sizeof static
-struct switch typedef union unsigned void volatile while bool true false int64_t NAN INFINITY
-exp log log1p expm1 sqrt sin cos tanh erf fabs floor ceil trunc rint pow isnan isinf j o
-nt tid i n y0 y1 j0 j1 yn jn gamma lgamma tgamma fmax fmin""".split())
-
-
-class Language:
-    """A C-like target: type names, literals, the op table, and the kernel walk."""
-    types = {dtypes.float32: "float", dtypes.float64: "double", dtypes.bool: "bool"}
-    keywords = _C_KEYWORDS      # names a user's variable is renamed away from
-    # a costly point value a later loop of the same row reads again is kept in a per-thread
-    # row buffer (C), or computed again (CUDA, whose threads share the row)
-    row_buffers = True
-
-    def ctype(self, dtype):
-        try:
-            return self.types[dtype]
-        except KeyError:
-            raise Unsupported(f"dtype {dtype.name}") from None
-
-    def array_type(self, dtype):
-        """The element type of a kernel's array argument of ``dtype``."""
-        return self.ctype(dtype)
-
-    def literal(self, value, dtype):
-        """The C source of ``value`` as a ``dtype`` scalar, exactly the value NumPy computes
-        with (``np.float32(value)``): the float32 value's shortest decimal with ``f`` (a
-        decimal rounded once, to float, as NumPy rounds the double once), a double's
-        ``repr`` (17 significant digits at most: it reads back exactly); infinities and NaN
-        by ``<math.h>``'s names, their sign kept; a negative value (``-0.0`` too) in
-        parentheses, so that no template writes ``a--0.0f``; integers with C's suffixes."""
-        if dtype is dtypes.bool:
-            return "true" if value else "false"
-        if dtype is not None and not dtype.is_floating_point:
-            return _int_literal(int(value), dtype)
-        v = float(value)
-        if dtype is dtypes.float32:
-            with np.errstate(over="ignore"):    # past float32's range: inf, as in NumPy
-                v = float(np.float32(v))
-        negative, ctype = math.copysign(1.0, v) < 0, self.ctype(dtype or dtypes.float64)
-        if math.isnan(v):
-            text = f"({ctype})NAN"
-        elif math.isinf(v):
-            text = f"({ctype})INFINITY"
-        else:
-            text = str(np.float32(abs(v))) + "f" if dtype is dtypes.float32 else repr(abs(v))
-        return f"(-{text})" if negative else text
-
-    def template(self, prim):
-        return prim.c_template
-
-    def code_for_op(self, op, args):
-        """One C expression computing ``op`` from ``args`` (names or rendered literals)."""
-        t = self.template(op.prim)
-        if t is None:
-            raise Unsupported(f"{op.op} has no C form")
-        slots = dict(zip(op.prim.args, args))
-        for k, v in op.params.items():
-            slots[k] = (self.literal(v, op.dtype) if isinstance(v, (int, float))
-                        and not isinstance(v, bool) else v)
-        expr = t(**slots) if callable(t) else t.format(**slots)
-        if expr is None:
-            raise Unsupported(f"{op.op} with {op.params} has no C form")
-        return expr
 
 
 class C(Language):
@@ -167,7 +79,7 @@ class C(Language):
 
 # the walk -----------------------------------------------------------------------------------
 
-class _Writer:
+class _Writer(Planning):
     def __init__(self, lang, kernel, site_comment):
         self.lang, self.k, self.site_comment = lang, kernel, site_comment
         self.lines, self.depth = [], 0
@@ -194,123 +106,6 @@ class _Writer:
     def close(self, tail=""):
         self.depth -= 1
         self.emit("}" + tail)
-
-    # planning -------------------------------------------------------------------------------
-    def plan(self):
-        k = self.k
-        for op in k.body:
-            if op.dtype not in self.lang.types or isinstance(op, Reduce) \
-                    and op.acc_dtype not in self.lang.types:
-                raise Unsupported(f"{op.op} in {op.dtype.name}")
-        for i in k.inputs:
-            self.lang.ctype(i.dtype)
-        domain = k.domain or (1,)
-        self.symbols = kernel_symbols(k)    # a dynamic shape: sizes are arguments
-        if self.symbols and not getattr(self.lang, "sized", False):
-            raise Unsupported("symbolic sizes")
-        if any(a in ATOMS for s in self.symbols_all(domain) for a in s):
-            raise Unsupported("a size with a floor division or remainder")
-        if math.prod(domain) == 0:
-            raise Unsupported("an empty domain")      # NumPy's errors for empty reductions
-        rowwise = [op for op in k.body if isinstance(op, Reduce) and not op.spans]
-        axes = {op.axes for op in rowwise}
-        if len(axes) > 1:
-            raise Unsupported("per-row reductions over different axes")
-        inner = set(next(iter(axes))) if axes else set()
-        if inner and sorted(inner) != list(range(min(inner), len(domain))):
-            raise Unsupported("a per-row reduction that keeps a later axis")
-        # a reduction over axes of size 1 combines one element: a point op
-        self.single = {op.name for op in rowwise} if inner and \
-            math.prod(domain[a] for a in inner) == 1 else set()
-        if self.single:
-            inner = set()
-        # index maps over the domain: inputs, every op's value, the reductions' results
-        maps = {i.name: strides(i.value.shape, domain) for i in k.inputs}
-        for op in k.body:
-            maps[op.name] = strides(_kept(op, len(domain)) if isinstance(op, Reduce)
-                                    else op.shape, domain)
-        groups = _coalesce(domain, list(maps.values()), inner)
-        self.shape = [math.prod(domain[a] for a in g) for g in groups]
-        self.maps = {n: tuple(s[g[-1]] for g in groups) for n, s in maps.items()}
-        self.rowwise = bool(inner)
-        if inner and (groups[-1] != sorted(inner) or self.shape[-1] == 1):
-            raise Unsupported("per-row axes that do not coalesce into one")
-        # levels: "row" values are the same along the inner loop (computed once a row)
-        last = len(self.shape) - 1
-        self.level = {}
-        for n, s in self.maps.items():
-            self.level[n] = "row" if self.rowwise and s[last] == 0 else "point"
-        # phases: a per-row reduction's result is there after the loop that accumulates it
-        phase, ready = {i.name: 0 for i in k.inputs}, {}
-        for op in k.body:
-            args = [phase[a] for a in op.operands()]
-            if isinstance(op, Reduce) and op.name not in self.single:
-                phase[op.name] = (args[0] + 1) if not op.spans else args[0]
-                ready[op.name] = args[0]    # the loop it accumulates in
-            else:
-                phase[op.name] = max(args, default=0)
-                if op.operands() and all(self.level[a] == "row" for a in op.operands()):
-                    self.level[op.name] = "row"
-        self.phase, self.acc_phase = phase, ready
-        # a value the kernel computes only from per-row values is a per-row value
-        for op in k.body:
-            if isinstance(op, Reduce) and not op.spans and op.name not in self.single:
-                self.level[op.name] = "row"
-
-    def plan_loops(self):
-        """What each inner loop does: ``self.loops[q] = (reductions, writes, needed)``, and
-        ``self.stored``: point values a later loop of the same row needs that cost more to
-        compute again than to keep, each kept in a per-thread row buffer by the first loop
-        that computes it (W4's backward keeps the gelu gradient it needs twice), and
-        ``self.read_back``: those an earlier loop wrote to an output, read from there (the
-        thread that wrote a point reads it: no barrier)."""
-        k, ops = self.k, {op.name: op for op in self.k.body}
-        self.read_back = {}     # point values an earlier loop wrote to an output: read there
-        self.phases = max([self.phase[op.name] for op in k.body if self.level[op.name] == "point"]
-                          + [self.acc_phase.get(op.name, 0) for op in k.body
-                             if isinstance(op, Reduce)] + [0])
-        self.loops, self.stored, computed, written = {}, {}, {}, {}
-        # kept, not computed again, whatever the row's length: a transcendental's vector and
-        # scalar forms differ in the last bit, so a value computed twice may not equal
-        # itself (and amax's == against it would fail)
-        keep = self.rowwise and self.lang.row_buffers
-        for q in range(self.phases + 1):
-            reds = [op for op in k.body if isinstance(op, Reduce) and op.name not in self.single
-                    and self.acc_phase[op.name] == q and self.level[op.args[0]] == "point"]
-            writes = [op for op in k.outputs if self.level[op.name] == "point"
-                      and self.phase[op.name] == q]
-            if not reds and not writes:
-                continue
-            targets = [r.args[0] for r in reds] + [w.name for w in writes]
-            stop = {**self.stored, **self.read_back}
-            need = self.closure(targets, ops, stop)
-            # an output an earlier loop wrote is read back, not computed again (softmax's
-            # exp: the sum's loop writes it, the division's loop reads it)
-            while True:
-                v = next((v for v in reversed(need) if v in written and v not in stop
-                          and self.cost(v, ops, stop) > 1), None)
-                if v is None:
-                    break
-                self.read_back[v] = written[v]
-                stop[v] = written[v]
-                need = self.closure(targets, ops, stop)
-            while keep:
-                v = next((v for v in reversed(need) if v in ops and v in computed
-                          and v not in stop and self.cost(v, ops, stop) >= STORE_COST), None)
-                if v is None:
-                    break
-                self.stored[v] = stop[v] = computed[v]
-                need = self.closure(targets, ops, stop)
-            for v in need:
-                computed.setdefault(v, q)
-            for w in writes:
-                written.setdefault(w.name, q)
-            self.loops[q] = (reds, writes, need)
-
-    def cost(self, name, ops, stop):
-        """What computing ``name`` again costs, in simple ops (a transcendental is 8)."""
-        return sum(8 if ops[n].op in EXPENSIVE else 1
-                   for n in self.closure([name], ops, stop) if n in ops and n not in stop)
 
     # rendering ------------------------------------------------------------------------------
     def render(self):
@@ -578,63 +373,5 @@ class _Writer:
         self.emit(f"free({n}_parts);")
 
 
-def _int_literal(v, dtype):
-    """C source of the integer ``v`` as a ``dtype``: an unsuffixed literal is an ``int``, so
-    one past int32's range takes ``LL`` (``ULL`` unsigned); int64's minimum is no literal
-    (its magnitude overflows before the minus applies) and is written as an expression."""
-    if v == -2 ** 63:
-        return "(-9223372036854775807LL - 1)"
-    suffix = "" if -2 ** 31 < v < 2 ** 31 else ("ULL" if v > 0 and not dtype.is_signed
-                                                  else "LL")
-    return f"({v}{suffix})" if v < 0 else f"{v}{suffix}"
-
-
-def _kept(op, ndim):
-    """The shape of a reduction's result with its reduced axes kept as 1s."""
-    if op.keepdim:
-        return op.value.shape
-    kept = iter(op.value.shape)
-    return tuple(1 if a in op.axes else next(kept) for a in range(ndim))
-
-
-def _coalesce(domain, maps, inner):
-    """Groups of adjacent domain axes that every index map walks as one (an axis of
-    size 1 joins its neighbour), never joining a per-row axis with another."""
-    groups = [[0]]
-    for a in range(1, len(domain)):
-        prev = groups[-1][-1]
-        same_side = (a in inner) == (prev in inner)
-        if same_side and all(s[prev] == s[a] * domain[a] for s in maps):
-            groups[-1].append(a)
-        else:
-            groups.append([a])
-    return groups
-
-
-_FLOAT_MATH = {"expf", "logf", "sinf", "cosf", "tanhf", "erff", "log1pf", "expm1f", "powf"}
-
-
-def declarations(kernels, lang, simd_math):
-    """The preamble one library's kernels share: includes, the vector math that
-    libmvec provides (``simd_math``), and the NaN-propagating max/min reductions."""
-    lines = ["#include <math.h>", "#include <stdbool.h>", "#include <stdint.h>",
-             "#include <stdlib.h>", "#include <omp.h>", ""]
-    if simd_math:       # before <tgmath.h>, whose macros would rewrite these names
-        lines.append("// vector variants from glibc's libmvec")
-        for fn in ("expf", "logf", "sinf", "cosf", "tanhf", "erff", "log1pf", "expm1f",
-                   "powf", "exp", "log", "sin", "cos", "tanh", "erf", "log1p", "expm1", "pow"):
-            ftype = "float" if fn in _FLOAT_MATH else "double"
-            args = ", ".join([ftype] * (2 if fn.startswith("pow") else 1))
-            lines.append(f"#pragma omp declare simd notinbranch\n{ftype} ({fn})({args});")
-        lines.append("")
-    lines += ["#include <tgmath.h>", ""]
-    for ufunc, cmp in (("maximum", ">"), ("minimum", "<")):
-        for ctype, ident in (("float", "INFINITY"), ("double", "INFINITY")):
-            start = f"-{ident}" if ufunc == "maximum" else ident
-            lines.append(f"#pragma omp declare reduction(tg_{ufunc}_{ctype} : {ctype} : "
-                         f"omp_out = (omp_out {cmp} omp_in || isnan(omp_out) ? omp_out : "
-                         f"omp_in)) initializer(omp_priv = {start})")
-    return "\n".join(lines) + "\n"
-
-
-__all__ = ["C", "Language", "Unsupported", "declarations", "PARALLEL_MIN"]
+__all__ = ["C", "Language", "Unsupported", "declarations", "PARALLEL_MIN", "signature",
+           "_C_KEYWORDS", "_int_literal"]

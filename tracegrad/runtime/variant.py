@@ -22,7 +22,7 @@ from . import cuda_tier, tiers
 from .backward import CompiledFunctionBackward
 from .dynamic import carrier_of, size_carrier
 from .events import phase, run_generated
-from .guard_values import FreeGuard
+from .guards import FreeGuard
 
 
 class Variant:

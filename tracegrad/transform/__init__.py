@@ -23,7 +23,7 @@ Calls whose result changes from call to call (``random.randint(4, 6)``, ``time.t
 
 While a trace runs, the helper makes the call and records it (site, arguments, result) on
 the tracer; the runtime draws the same calls again before it reuses a variant (see
-``runtime/impure.py``). ``reads`` finds, in the same source, where each free name is first
+``runtime/guards/impure.py``). ``reads`` finds, in the same source, where each free name is first
 read and the attribute chains (``cfg.scale``, ``self.cfg.p``, ``HP["lr"]``) the runtime
 guards.
 

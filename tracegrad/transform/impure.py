@@ -1,7 +1,7 @@
 """Calls whose result changes from call to call (``random.randint``, ``time.time()``,
 ``os.environ["X"]``: the modules in ``IMPURE``, and generator objects' draws): which names
 are impure, the sites where the source makes such calls, and the calls a trace made, which
-the runtime draws again before it reuses a variant (``runtime/impure.py``)."""
+the runtime draws again before it reuses a variant (``runtime/guards/impure.py``)."""
 import random
 import types
 
@@ -52,7 +52,7 @@ class ImpureSite:
 
 class ImpureCall:
     """A call the trace made at ``site``: its arguments, its result, and whether it changed
-    an argument in place. The runtime adds ``key`` and ``frozen`` (see runtime/impure.py)."""
+    an argument in place. The runtime adds ``key`` and ``frozen`` (see runtime/guards/impure.py)."""
     __slots__ = ("site", "args", "kwargs", "result", "mutated", "key", "frozen")
 
     def __init__(self, site, args, kwargs, result, mutated):

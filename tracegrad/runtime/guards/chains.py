@@ -28,7 +28,7 @@ import types
 from tracegrad.tensor import Tensor
 from tracegrad.transform import source_names
 
-from .guard_values import _MISSING, FreeGuard, plain
+from .values import _MISSING, FreeGuard, plain
 from .user_code import _NOT_USER, _is_user_code
 
 _unguarded = []     # chains skipped while building guards, for TRACEGRAD_LOG=guards

@@ -18,11 +18,10 @@ before the variant runs; a changed one retraces (the reason names it):
 
 Each guard names the ``file:line`` of its first read in the source. Which values are
 plain (a trace can bake them, a guard compare them) and how they are kept is
-``guard_values.py``'s; which functions are the user's, ``user_code.py``'s.
+``values.py``'s; which functions are the user's, ``user_code.py``'s.
 
 Impure calls (``random``, ``time``, ...) are not guarded but made again before a variant
-is reused (``impure.py``). The runtime imports all it needs of guards from here:
-``free_guards`` and ``stale``, and ``Draws``, ``prepare``, ``impure_calls`` of the impure calls.
+is reused (``impure.py``).
 """
 import os
 import sys
@@ -33,8 +32,7 @@ import numpy as np
 from tracegrad.transform import reads
 
 from .chains import _chain_guards, _unguarded, code_chains
-from .guard_values import _MISSING, ARRAY_LIMIT, FreeGuard, freeze, plain, stale  # noqa: F401
-from .impure import Draws, impure_calls, prepare  # noqa: F401 - the runtime's, from here
+from .values import _MISSING, FreeGuard, plain
 from .user_code import _names_read, user_functions
 
 

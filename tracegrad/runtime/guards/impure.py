@@ -33,7 +33,7 @@ import numpy as np
 
 from tracegrad.transform import impure_name, instrument
 
-from .guard_values import _NOT_PLAIN, _thaw, freeze
+from .values import _NOT_PLAIN, _thaw, freeze
 from .user_code import user_functions
 
 
