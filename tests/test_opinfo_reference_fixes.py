@@ -4,7 +4,6 @@ number as self, the special functions' edge values (incomplete gammas, polygamma
 airy_ai), float32 rounding where the order of operations decides the result (recurrences,
 grid_sample's and interpolate's coordinates), and ``interpolate(antialias=True)``.
 """
-import warnings
 
 import numpy as np
 import pytest
@@ -12,17 +11,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import tracegrad as tg  # noqa: E402
+from test_opinfo_fixes import _compiled, _tg  # noqa: E402 - the same helpers
 from tolerances import close  # noqa: E402
-
-
-def _tg(t, requires_grad=False):
-    return tg.tensor(t.detach().numpy(), requires_grad=requires_grad)
-
-
-def _compiled(fn, *args):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return tg.compile(fn)(*args)
 
 
 # the reference stage's findings: edge values, float32 rounding, antialiasing ---------------

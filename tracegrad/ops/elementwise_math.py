@@ -145,16 +145,6 @@ def _neg_dtype(x):
     return promote(x)
 
 
-def _sub_dtype(a, b):
-    if _is_bool(a) and _is_bool(b):
-        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. "
-                           "Use the `^` or `logical_xor()` operator instead.")
-    if _is_bool(a) or _is_bool(b):
-        raise RuntimeError(f"Subtraction, the `-` operator, with a bool tensor is not supported. "
-                           f"{_MASK_HINT}")
-    return promote(a, b)
-
-
 neg_p = Primitive("neg", lambda xp, x: xp.negative(x), dtype=_neg_dtype, shape=same_shape,
                   vjp=(lambda g, x, out: -g,), jvp=LINEAR, np="np.negative({self})",
                   np_out="np.negative({self}, out={out})", c="-{self}",
