@@ -5,7 +5,7 @@ modules and the ``nn.init`` additions.
 
 Every case runs the same NumPy input through both libraries in float64 and float32: values,
 gradients of a weighted sum with respect to every floating input (and, for the activations,
-second-order gradients), inputs exactly at the kinks included. Tolerances are the brief's:
+second-order gradients), inputs exactly at the kinks included. Tolerances are the project's:
 float64 rtol 1e-10, atol 1e-12; float32 rtol 1e-5, atol 1e-6.
 """
 import math

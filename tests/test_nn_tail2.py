@@ -5,7 +5,7 @@
 Deterministic ops run the same NumPy inputs (and copied weights) through both libraries in
 float64 and float32: values and the gradients of a weighted sum with respect to every
 floating input, parameters and the sampling grid included. Random ops (the alpha dropouts,
-gumbel_softmax) are tested by their properties. Tolerances are the brief's: float64 rtol
+gumbel_softmax) are tested by their properties. Tolerances are the project's: float64 rtol
 1e-10, atol 1e-12; float32 rtol 1e-5, atol 1e-6.
 """
 import warnings
