@@ -5,28 +5,23 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-from tracegrad.ir import Aval, Graph, Node, Value, evaluate, infer_aval, verify
+from test_simplify import _G as _Builder
+from tracegrad.ir import Aval, Graph, Value, evaluate, verify
 from tracegrad.passes.cse import cse
 from tracegrad.passes.dce import dce
 from tracegrad.passes.stack_steps import stack_steps
 from tracegrad import dtypes
 
 
-class _G:
+class _G(_Builder):
+    """``test_simplify``'s hand-built graph, with float32 inputs added one by one."""
+
     def __init__(self):
         self.inputs, self.nodes = [], []
 
     def input(self, *shape):
         self.inputs.append(Value(Aval(shape, dtypes.float32)))
         return self.inputs[-1]
-
-    def __call__(self, op, *ins, **params):
-        out = Value(infer_aval(op, ins, params))
-        self.nodes.append(Node(op, ins, params, out))
-        return out
-
-    def graph(self, *outputs):
-        return verify(Graph(self.inputs, self.nodes, outputs))
 
 
 def _ops(graph):

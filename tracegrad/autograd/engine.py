@@ -266,12 +266,8 @@ def run(outputs, root_grads, retain_graph, create_graph, inputs, accumulate):
                         if g is None:
                             grads = _materialize(node, grads)
                             break
-                rule = LAZY_VJP.get(getattr(node, "prim", None)) if LAZY_VJP else None
-                out = rule(node, grads) if rule is not None else None
-                if out is None:
-                    out = node.apply(grads)
-                else:
-                    lazy = True
+                out, was_lazy = lazily_applied(node, grads)
+                lazy = lazy or was_lazy
                 if not retain_graph:
                     node.release()
             for (nxt, nr), g in zip(node.next_functions, out):
@@ -349,6 +345,15 @@ def _run_one_node(out, root_grads, retain_graph, create_graph, inputs, accumulat
     finally:
         _gm.grad_enabled = prev_mode
     return captured if targets is not None else []
+
+
+def lazily_applied(node, grads):
+    """``(input gradients, whether lazy)`` of ``node``: by its primitive's lazy rule
+    (``LAZY_VJP``, giving ``LazyGradient``s) where it has one that takes these gradients,
+    else by ``node.apply``."""
+    rule = LAZY_VJP.get(getattr(node, "prim", None))
+    out = rule(node, grads) if rule is not None else None
+    return (node.apply(grads), False) if out is None else (out, True)
 
 
 def _settled(grads):

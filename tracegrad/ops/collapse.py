@@ -86,7 +86,7 @@ def _inner_backward(roots, seeds, stops, n_inputs):
     ending there. The engine's order (the latest node first, from a heap of the nodes a
     gradient has reached), on only the nodes in between, so the cost does not grow with the
     graph below. Grad mode is the engine's (on under ``create_graph``)."""
-    from ..autograd.engine import LAZY_VJP, _materialize, _settled, _sum
+    from ..autograd.engine import _materialize, _settled, _sum, lazily_applied
     buffers, heap = {}, []
     result = [None] * n_inputs
 
@@ -114,9 +114,8 @@ def _inner_backward(roots, seeds, stops, n_inputs):
                                "argument; pass every tensor it differentiates as one")
         if node._materialize and any(g is None for g in grads):
             grads = _materialize(node, grads)
-        rule = LAZY_VJP.get(getattr(node, "prim", None))
-        out = rule(node, grads) if rule is not None else None
-        for (nxt, nr), g in zip(node.next_functions, node.apply(grads) if out is None else out):
+        out, _ = lazily_applied(node, grads)
+        for (nxt, nr), g in zip(node.next_functions, out):
             if g is not None and nxt is not None:
                 send(nxt, nr, g)
     return result

@@ -30,8 +30,8 @@ from ..autograd import grad_mode
 from ..ir import Graph, Value
 from ..ops.core import sum_to_shape, to_copy
 from ..ops.elementwise import add
-from ..ops.index_ops import index_backward, index_p
-from ..ops.slice_grads import index_backward_sum
+from ..ops.index_ops import index_p
+from ..ops.slice_grads import SliceGrads
 from ..trace import Tracer
 
 
@@ -76,10 +76,7 @@ def autodiff(graph, wrt, seeds, names=None):
         parts = slices.pop(v, None)
         if parts is None:
             return
-        if len(parts) == 1:
-            r = index_backward(parts[0][0], (), parts[0][1], v.aval.shape)
-        else:
-            r = index_backward_sum([g for g, _ in parts], [s for _, s in parts], v.aval.shape)
+        r = SliceGrads(parts, v.aval.shape).tensor()
         ct[v] = add(ct[v], r) if v in ct else r
 
     with grad_mode.no_grad(), tr.active():
