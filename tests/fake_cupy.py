@@ -40,7 +40,8 @@ What it copies from CuPy is the part tracegrad relies on:
   (``_cupy_refuses``): no ``indices(sparse=)``, no ``linalg.matrix_rank(hermitian=)``,
   ``argmax``/``argmin`` with an axis on a 0-d array, ``min(out=)`` (CuPy hands ``out`` to
   CUB as the dtype); float ``floor_divide`` and ``remainder`` through floor(a / b), inexact
-  for large quotients, as CuPy's are; ``clip`` by comparisons (a NaN bound ignored).
+  for large quotients, as CuPy's are; ``clip`` by comparisons (a NaN bound ignored);
+  ``scatter_max``/``scatter_min`` on float64 rounding the result through float32.
 
 ``install(monkeypatch, n_devices)`` puts the double in ``sys.modules`` and resets what
 tracegrad cached about CuPy; ``monkeypatch`` undoes it all after the test.
@@ -65,6 +66,15 @@ def _unwrap(value, allow_host=False):
     if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
         return type(value)(_unwrap(v, allow_host) for v in value)
     return value
+
+
+def _index(key):
+    """An index key's NumPy value; a host array or list in it is copied to the device by
+    CuPy (a host-to-device transfer, refused while a stream records)."""
+    parts = key if type(key) is tuple else (key,)
+    if any(type(k) in (np.ndarray, list) for k in parts):
+        _no_transfer("H2D")
+    return _unwrap(key, allow_host=True)
 
 
 def _computing_device(values):
@@ -170,10 +180,10 @@ class FakeArray:
         return method
 
     def __getitem__(self, key):
-        return _wrap(self._a[_unwrap(key, allow_host=True)], self._dev)
+        return _wrap(self._a[_index(key)], self._dev)
 
     def __setitem__(self, key, value):
-        self._a[_unwrap(key, allow_host=True)] = _unwrap(value)
+        self._a[_index(key)] = _unwrap(value)
 
     def __len__(self):
         return len(self._a)
@@ -559,6 +569,29 @@ def _asnumpy(a, stream=None):
     return a._a.copy() if type(a) is FakeArray else np.asarray(a)
 
 
+def _concatenate(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
+    """CuPy's concatenate: more than 8 arrays of one dtype, under 2 MiB each on average, are
+    joined by one kernel that reads a table of their addresses, made on the host and copied
+    over (a host-to-device transfer, refused while a stream records)."""
+    arrays = list(arrays)
+    if len(arrays) > 8 and dtype is None:
+        kind = {a.dtype for a in arrays}
+        if len(kind) == 1 and sum(a.nbytes for a in arrays) < 2 * 1024 * 1024 * len(arrays):
+            _no_transfer("H2D")
+    _computing_device(arrays)
+    got = np.concatenate(_unwrap(arrays), axis=axis, dtype=dtype, casting=casting)
+    if out is None:
+        return FakeArray(got, STATE.current)
+    out._a[...] = got
+    return out
+
+
+def _stack(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
+    """CuPy's stack: concatenate of the arrays given an axis (so the same table)."""
+    arrays = [a[(slice(None),) * (axis % (a.ndim + 1)) + (None,)] for a in arrays]
+    return _concatenate(arrays, axis=axis, out=out, dtype=dtype, casting=casting)
+
+
 def _empty_like_pinned(a, dtype=None):
     out = np.empty_like(a, dtype=dtype)
     STATE.pinned.add(out.ctypes.data)
@@ -566,15 +599,24 @@ def _empty_like_pinned(a, dtype=None):
 
 
 def _scatter_add(out, key, values):
-    np.add.at(_unwrap(out), _unwrap(key, allow_host=True), _unwrap(values))
+    np.add.at(_unwrap(out), _index(key), _unwrap(values))
+
+
+def _scatter_extreme(ufunc, out, key, values):
+    """As CuPy 14's ``scatter_max``/``scatter_min`` were seen to do on an H200: float64
+    values come back rounded through float32."""
+    target = _unwrap(out)
+    ufunc.at(target, _index(key), _unwrap(values))
+    if target.dtype == np.float64:
+        target[...] = target.astype(np.float32)
 
 
 def _scatter_max(out, key, values):
-    np.maximum.at(_unwrap(out), _unwrap(key, allow_host=True), _unwrap(values))
+    _scatter_extreme(np.maximum, out, key, values)
 
 
 def _scatter_min(out, key, values):
-    np.minimum.at(_unwrap(out), _unwrap(key, allow_host=True), _unwrap(values))
+    _scatter_extreme(np.minimum, out, key, values)
 
 
 class _RawModule:
@@ -641,6 +683,7 @@ def make_modules():
         "RawModule": _RawModule,
         "floor_divide": _inexact("floor_divide", np.floor_divide),
         "remainder": _inexact("remainder", np.remainder), "clip": _function(_clip),
+        "concatenate": _concatenate, "stack": _stack,
         "__fake__": True})
     cupyx = types.ModuleType("cupyx")
     cupyx.scatter_add, cupyx.scatter_max, cupyx.scatter_min = (_scatter_add, _scatter_max,
@@ -668,6 +711,11 @@ def install(monkeypatch, n_devices=1):
     monkeypatch.setattr(sys.modules[__name__], "STATE", state)
     for name, mod in make_modules().items():
         monkeypatch.setitem(sys.modules, name, mod)
+    # CuPy's own cuBLAS bindings would take the double's stream handles for real ones (on a
+    # machine with a GPU, a crash): with the double they are not there
+    for name in [m for m in sys.modules if m == "cupy_backends"
+                 or m.startswith("cupy_backends.")] + ["cupy_backends"]:
+        monkeypatch.setitem(sys.modules, name, None)
     monkeypatch.setattr(device, "_cupy", None)
     monkeypatch.setattr(creation, "_cuda_generators", {})
     monkeypatch.setattr(creation, "_cuda_seed", None)

@@ -10,7 +10,7 @@ from op_table import op
 
 
 def _shared_matmul(lib, a, w):
-    if lib is not tracegrad:
+    if not isinstance(a, tracegrad.Tensor):      # PyTorch, or NumPy's reference
         return lib.matmul(a, w)
     from tracegrad._vmap.shared import shared_matmul_p
     from tracegrad.ops.core import bind

@@ -728,3 +728,27 @@ def test_default_device_matches_torch():
     assert repr(tg.get_default_device()) == repr(torch.get_default_device())
     with tg.device("cpu"), torch.device("cpu"):
         assert str(tg.zeros(1).device) == str(torch.zeros(1).device)
+
+
+@pytest.mark.parametrize("reduce", ["amax", "amin"])
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int64", "int32"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_extremes_on_the_double_match_the_cpu(fake, reduce, dtype, include_self):
+    """scatter_reduce's amax/amin on a GPU sort instead of CuPy's scatter_max/min (which
+    round float64 through float32): places hit many times, once and never, ties, NaN and
+    infinities, each the same as on the CPU, bit for bit."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((5, 6)) * 1e3 + 1 / 3
+    src = rng.standard_normal((5, 9)) * 1e3 + 1 / 7
+    index = rng.integers(0, 4, size=(5, 9))         # columns 4, 5: never scattered to
+    src[1, :3] = src[1, 3]                           # ties
+    if dtype.startswith("float"):
+        x[2, 1], src[0, 0], src[3, 2] = np.inf, np.nan, -np.inf
+        index[0, 0] = index[0, 1]                    # a NaN shares its place with a number
+    x, src = x.astype(dtype), src.astype(dtype)
+    want = tg.tensor(x).scatter_reduce(1, tg.tensor(index), tg.tensor(src), reduce,
+                                       include_self=include_self)
+    got = tg.tensor(x, device="cuda").scatter_reduce(
+        1, tg.tensor(index, device="cuda"), tg.tensor(src, device="cuda"), reduce,
+        include_self=include_self)
+    np.testing.assert_array_equal(_host(got), want.numpy())

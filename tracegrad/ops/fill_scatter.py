@@ -176,15 +176,51 @@ def _reduce_at(xp, out, key, src, reduce):
     if xp is np:
         getattr(np, _UFUNCS[reduce]).at(out, key, src)
         return
-    import cupyx
-    fn = {"sum": cupyx.scatter_add, "mean": cupyx.scatter_add, "amax": cupyx.scatter_max,
-          "amin": cupyx.scatter_min}.get(reduce)
-    if fn is None:      # no multiplying scatter in CuPy: the product on the host
+    if reduce in ("amax", "amin"):
+        _extreme_at(xp, out, key, src, reduce)
+    elif reduce == "prod":      # no multiplying scatter in CuPy: the product on the host
         host = xp.asnumpy(out)
         np.multiply.at(host, tuple(xp.asnumpy(k) for k in key), xp.asnumpy(src))
         out[...] = xp.asarray(host)
     else:
-        fn(out, key, src)
+        import cupyx
+        cupyx.scatter_add(out, key, src)
+
+
+def _extreme_at(xp, out, key, src, reduce):
+    """``maximum.at``/``minimum.at`` on the GPU without atomics (CuPy's ``scatter_max`` and
+    ``scatter_min`` round float64 through float32): the values are sorted by place, each
+    place's values in order so that its extreme comes last (NaN last for amax, first for
+    amin), and the last of each run of equal places is combined with what is there. The
+    places not last in their run write to one spare slot past the end, so that no place is
+    written twice and no count is read back on the host (CUDA graph capture stays open)."""
+    keys = xp.broadcast_arrays(*key)
+    place = xp.zeros(keys[0].shape, dtype=np.int64)
+    for k, n in zip(keys, out.shape):
+        place = place * n + k
+    place = place.ravel()
+    if place.size == 0:
+        return
+    values = xp.broadcast_to(xp.asarray(src, dtype=out.dtype), keys[0].shape).ravel()
+    by_value = xp.argsort(values, kind="stable")
+    if reduce == "amin":
+        by_value = by_value[::-1]
+    order = by_value[xp.argsort(place[by_value], kind="stable")]
+    place, values = place[order], values[order]
+    last = xp.ones(place.shape, dtype=bool)
+    last[:-1] = place[1:] != place[:-1]
+    flat = out.reshape(-1)
+    combine = xp.maximum if reduce == "amax" else xp.minimum
+    merged = combine(flat[place], values)
+    if reduce == "amin" and np.issubdtype(out.dtype, np.inexact):
+        # NaN propagates as in minimum.at: a place any of whose values is NaN gets NaN
+        nan_count = xp.zeros(flat.shape, dtype=np.int32)
+        import cupyx
+        cupyx.scatter_add(nan_count, place, xp.isnan(values).astype(np.int32))
+        merged = xp.where(nan_count[place] > 0, xp.asarray(np.nan, dtype=out.dtype), merged)
+    spare = xp.concatenate([flat, flat[:1]])
+    spare[xp.where(last, place, flat.size)] = merged
+    out[...] = spare[:-1].reshape(out.shape)
 
 
 def _scatter_reduce_vjp(g, x, i, s, out, dim, reduce, include_self):

@@ -108,7 +108,7 @@ class Graphed:
                 try:
                     self._capture(arrays, keys)
                 except Exception as e:      # noqa: BLE001 - what recording refused
-                    self.off = f"recording failed ({type(e).__name__}: {e})"
+                    self.off = f"recording failed ({type(e).__name__}: {e}){_where(e)}"
                     self.graph = None
                     return self._plain(arrays)
             return self._launch(arrays)
@@ -192,15 +192,51 @@ class Graphed:
         return tuple(outs)
 
 
+def _where(error):
+    """`` at file:line`` of the last frame of ``error``'s traceback in tracegrad or the
+    generated code (not CuPy's): the call that recording refused."""
+    import os
+    import traceback
+    home = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    ours = [f for f in traceback.extract_tb(error.__traceback__)
+            if f.filename.startswith(home) and not f.filename.endswith("cuda_graphs.py")
+            or f.filename.startswith("<")]
+    if not ours:
+        return ""
+    f = ours[-1]
+    where = os.path.relpath(f.filename, os.path.dirname(home)) if f.filename.startswith(home) \
+        else f.filename
+    return f" at {where}:{f.lineno} ({f.line or f.name})"
+
+
 class _Recording:
     """CuPy as the generated code sees it while a graph records: its ``matmul`` is
-    ``_Gemm``'s, everything else CuPy's own."""
+    ``_Gemm``'s, its ``concatenate`` and ``stack`` join at most ``JOIN`` arrays a call,
+    everything else is CuPy's own. (CuPy joins more than 8 small arrays by one kernel that
+    reads a table of their addresses, made on the host and copied over: a host-to-device
+    copy, which recording refuses. The H200 showed it in a GPT step's gradient clipping.)"""
+    JOIN = 8
 
     def __init__(self, cp, gemm):
         self._cp, self.matmul = cp, gemm
 
     def __getattr__(self, name):
         return getattr(self._cp, name)
+
+    def concatenate(self, arrays, axis=0, out=None, **kwargs):
+        arrays, n = list(arrays), self.JOIN
+        while len(arrays) > n:
+            arrays = [self._cp.concatenate(arrays[i:i + n], axis=axis, **kwargs)
+                      for i in range(0, len(arrays), n)]
+        return self._cp.concatenate(arrays, axis=axis, out=out, **kwargs)
+
+    def stack(self, arrays, axis=0, out=None, **kwargs):
+        arrays = list(arrays)
+        if len(arrays) <= self.JOIN:
+            return self._cp.stack(arrays, axis=axis, out=out, **kwargs)
+        axis = axis % (arrays[0].ndim + 1) if arrays else axis
+        return self.concatenate([self._cp.expand_dims(a, axis) for a in arrays], axis=axis,
+                                out=out, **kwargs)
 
 
 _LIB = {}
