@@ -77,3 +77,60 @@ def test_every_package_is_installed():
              for p in (ROOT / "tracegrad").rglob("__init__.py")}
     assert found == listed, {"not listed": sorted(found - listed),
                              "not a package": sorted(listed - found)}
+
+
+def _import_cycles(graph):
+    """The strongly connected components of more than one module in ``graph``, over the
+    modules that are no package (a package's ``__init__`` re-exports its children, which
+    import from their siblings, not from it); imports inside functions count."""
+    modules = {m for m in graph.modules
+               if not any(o.startswith(m + ".") for o in graph.modules)}
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v):       # Tarjan's algorithm, iterative: the chains are long
+        work = [(v, iter(sorted(graph.find_modules_directly_imported_by(v) & modules)))]
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        while work:
+            node, edges = work[-1]
+            for w in edges:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph.find_modules_directly_imported_by(w)
+                                                & modules))))
+                    break
+                if w in on_stack:
+                    low[node] = min(low[node], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = set()
+                    while True:
+                        w = stack.pop()
+                        on_stack.discard(w)
+                        component.add(w)
+                        if w == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+
+    for m in sorted(modules):
+        if m not in index:
+            visit(m)
+    return found
+
+
+def test_no_import_cycle():
+    """No two modules of the package import each other, directly or through others: the
+    eager core is layers (the "eager-core" contract), a lower module reaching up only through
+    a slot that the higher one fills when it is imported (``_hooks.apply_plain``,
+    ``autograd.graph.run_backward``, ``prim_node.sum_to_shape``'s ops) or a method it installs
+    on ``Tensor`` (``Tensor(...)``, ``to``)."""
+    grimp = pytest.importorskip("grimp")
+    graph = grimp.build_graph("tracegrad", cache_dir=None)
+    assert _import_cycles(graph) == []

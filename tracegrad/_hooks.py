@@ -48,6 +48,10 @@ class Census:
             self.n += k
 
 
+# The plain eager ``bind`` (``ops.binding.apply_plain``), at the bottom of every stack of
+# hooks. ``ops.binding`` sets it when it is imported: the op layer sits above this module.
+apply_plain = None
+
 INSTALLED = Census()    # bind hooks installed now: while none is, ``bind`` goes straight on
 TRACING = Census()      # tracers active now: while none is, ``Tensor.shape`` reads the array
 
@@ -56,7 +60,6 @@ TRACING = Census()      # tracers active now: while none is, ``Tensor.shape`` re
 def bind_hook_installed(hook, all_threads=False):
     """Install ``hook`` above the active ones for the duration of the block: in this thread,
     or (``all_threads``) as every thread's default."""
-    from .ops.core import apply_plain      # here: ops imports this module
     below = (_State.bind_hook if all_threads else state.bind_hook) or apply_plain
     installed = lambda prim, args, params: hook(prim, args, params, below)  # noqa: E731
     if all_threads:     # the class's default: a staticmethod, or threads would bind it

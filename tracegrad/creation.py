@@ -1,58 +1,17 @@
-"""Creation functions and the random generator (``manual_seed``)."""
+"""Creation functions and the default random generators (``manual_seed``; the ``Generator``
+class is in ``generator.py``)."""
 import numbers
 
 import numpy as np
 
 from . import _hooks, dtypes
-from .device import (as_device, cupy, device_of, device_or_default, loaded_cupy, on_device,
+from .device import (cupy, device_of, device_or_default, loaded_cupy, on_device,
                      to_device, xp_for)
+from .generator import Generator, _fresh_seed  # noqa: F401 - creation.Generator, as before
 from .layouts import check_layout
+from .ops.elementwise import where
 from .symbolic import SymInt
 from .tensor import Tensor
-
-
-class Generator:
-    """A seedable source of random numbers: NumPy's PCG64 on the CPU; on a GPU, CuPy's
-    generator (cuRAND), made at the first draw so that seeding needs no GPU."""
-
-    def __init__(self, device="cpu"):
-        self.device = as_device(device)
-        self.manual_seed(_fresh_seed())
-
-    @property
-    def rng(self):
-        rng = self._rng
-        if rng is None:
-            cp = cupy()
-            with cp.cuda.Device(self.device.index):
-                rng = self._rng = cp.random.default_rng(self._seed)
-        return rng
-
-    def manual_seed(self, seed):
-        self._seed = int(seed)
-        self._rng = np.random.default_rng(self._seed) if self.device.type == "cpu" else None
-        return self
-
-    def seed(self):
-        return self.manual_seed(_fresh_seed())._seed
-
-    def initial_seed(self):
-        return self._seed
-
-    def get_state(self):
-        if self.device.type == "cpu":
-            return self.rng.bit_generator.state
-        return self.rng.bit_generator._state.copy()     # CuPy keeps its cuRAND states there
-
-    def set_state(self, state):
-        if self.device.type == "cpu":
-            self.rng.bit_generator.state = state
-        else:
-            self.rng.bit_generator._state[...] = state
-
-
-def _fresh_seed():
-    return int(np.random.SeedSequence().entropy % (2 ** 63))
 
 
 default_generator = Generator()
@@ -357,7 +316,6 @@ def _linspace_of_tensors(start, end, steps, dt, device, requires_grad):
     no gradient, as in PyTorch): PyTorch's kernel, the ends in ``dt``, the step in ``dt``
     (float64 for an integer dtype), each half of the points stepped from its nearer end in
     one rounding (its fused multiply-add, emulated in float64), then cast to ``dt``."""
-    from .ops.elementwise import where
     for name, end_ in (("start", start), ("end", end)):
         if isinstance(end_, Tensor) and end_.ndim:
             raise RuntimeError(f"linspace only supports 0-dimensional start and end tensors, "
@@ -436,3 +394,21 @@ def randint_like(input, low=0, high=None, *, dtype=None, layout=None, device=Non
     check_layout("randint_like", layout)
     dt, dev = _like(input, dtype, device)
     return randint(low, high, input.shape, dtype=dt, device=dev, requires_grad=requires_grad)
+
+
+def _legacy_new(cls, *args, **kwargs):
+    """``Tensor(...)``: ``Tensor([1., 2.])`` holds the data, ``Tensor(2, 3)`` is uninitialised."""
+    if len(args) == 1 and not isinstance(args[0], int):
+        src = args[0]
+        if isinstance(src, Tensor):
+            return src
+        t = tensor(src, dtype=dtypes.get_default_dtype() if not isinstance(src, np.ndarray) else None)
+    else:
+        t = empty(*args, device=kwargs.get("device"))
+    if cls is not Tensor:
+        t = cls._make(t._data)
+    return t
+
+
+# Installed from here: ``tensor`` sits below the creation functions the constructor calls.
+Tensor.__new__ = staticmethod(_legacy_new)

@@ -27,7 +27,9 @@ def check_layout(op, value):
     that is no layout, and say that tracegrad has dense tensors only for another layout."""
     if value is None or value is strided:
         return
-    from .ops.core import op_error          # ops imports the creation functions
+    # late: tracegrad imports this module before the ops package, which imports creation,
+    # which imports this module
+    from .ops.op_errors import op_error
     if not isinstance(value, layout):
         raise op_error(op, f"argument 'layout' must be torch.layout, not "
                            f"{type(value).__name__} (tracegrad's one layout is "

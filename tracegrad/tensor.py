@@ -2,8 +2,10 @@
 
 Math methods and operators are attached by ``tracegrad.ops`` from the same
 functions users call as ``tracegrad.exp(x)``; this file holds the state,
-attributes, ``to`` and the autograd entry points, and ``tensor_convert.py`` the
-conversions to Python values and NumPy and the dtype/device shorthands.
+attributes and the autograd hooks, and ``tensor_convert.py`` the conversions to
+Python values and NumPy and the dtype/device shorthands. What needs the layers above
+is installed by them: ``Tensor(...)`` by ``creation``, ``to`` by ``ops.elementwise``
+(beside ``convert``), and ``backward`` runs the engine through ``autograd.graph``'s slot.
 """
 import warnings
 
@@ -11,8 +13,9 @@ import numpy as np
 
 from . import _hooks, dtypes
 from .autograd import grad_mode
-from .device import CPU, as_device, device_of, to_device
+from .autograd import graph as _graph
 from .autograd.graph import _HookDict, _Version, add_hook, grad_accumulator
+from .device import CPU, as_device, device_of, to_device
 from .tensor_convert import TensorConversions
 
 _DTYPE_OF = {d.np: d for d in dtypes.ALL}   # NumPy dtype -> tracegrad dtype, for _make
@@ -108,20 +111,7 @@ class Tensor:
         t._is_inference = _gm.inference if _INFERENCE_THREADS.n else False
         return t
 
-    def __new__(cls, *args, **kwargs):
-        # Legacy constructor: Tensor([1., 2.]) holds data, Tensor(2, 3) is uninitialised.
-        from .creation import empty, tensor
-        if len(args) == 1 and not isinstance(args[0], int):
-            src = args[0]
-            if isinstance(src, Tensor):
-                return src
-            t = tensor(src, dtype=dtypes.get_default_dtype() if not isinstance(src, np.ndarray) else None)
-        else:
-            t = empty(*args, device=kwargs.get("device"))
-        if cls is not Tensor:
-            t = cls._make(t._data)
-        return t
-
+    # ``Tensor(...)``, the legacy constructor, is ``creation``'s ``__new__``, installed there
     def __init__(self, *args, **kwargs):
         pass
 
@@ -214,8 +204,7 @@ class Tensor:
     @property
     def grad_fn(self):
         if self._base is not None and self._view_version != self._vc.value:
-            from .ops.inplace_views import refresh_view
-            refresh_view(self)
+            self._refresh_view()    # installed by ops.inplace_views, a layer above
         return self._grad_fn
 
     @property
@@ -314,8 +303,7 @@ class Tensor:
         return self
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-        from .autograd.engine import backward
-        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+        _graph.run_backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
     def register_hook(self, hook):
         """``hook(grad)`` runs when this tensor's gradient is computed; may return a new grad."""
@@ -366,13 +354,6 @@ class Tensor:
     def __reduce_ex__(self, proto):
         return (_rebuild, (to_device(self._data, CPU), str(self.device), self._requires_grad))
 
-    def to(self, *args, **kwargs):
-        """``to(device)``, ``to(dtype)``, ``to(device, dtype)`` or ``to(other_tensor)``."""
-        from .ops import to_copy
-        copy = kwargs.pop("copy", False)
-        dev, dt = parse_to_args(args, kwargs)
-        return to_copy(self, dtype=dt, device=dev, copy=copy)
-
     def pin_memory(self, device=None):
         """A copy in page-locked host memory (``cupyx.empty_like_pinned``), which a GPU
         reads faster; without a GPU PyTorch's error."""
@@ -395,6 +376,9 @@ def _rebuild(array, device, requires_grad):
     t._requires_grad = requires_grad
     return t
 
+
+# Saved tensors unpack into tensors of this class (``autograd.graph`` sits below this module)
+_graph.Tensor = Tensor
 
 # Conversions, and the queries of the array's dtype and layout (tensor_convert.py)
 for _name, _method in vars(TensorConversions).items():

@@ -33,13 +33,9 @@ from .ir import Const, Graph, Node, Value, infer_aval
 from .ops.core import Aval, op_error
 from .symbolic import Specialize, SymInt, concrete, symbols_in
 from .tensor import Tensor
-from .trace_effects import Effects, user_line
+from .trace_effects import Effects, UnsupportedError, user_line
 
 _gm = grad_mode._state
-
-
-class UnsupportedError(RuntimeError):
-    """A construct that ``tracegrad.compile`` cannot record (names the user's line)."""
 
 
 class Guard:

@@ -16,6 +16,13 @@ from .ops.core import Aval, op_error, user_frame
 from .tensor import Tensor
 
 
+class UnsupportedError(RuntimeError):
+    """A construct that ``tracegrad.compile`` cannot record (names the user's line).
+
+    Defined here, below ``trace``, because the effects raise it too; ``trace``
+    re-exports it beside the ``Tracer``."""
+
+
 def user_line():
     """``file:line`` of the innermost frame outside tracegrad."""
     f = user_frame()
@@ -91,7 +98,7 @@ class Effects:
         raise op_error("compile", f"the function {reason}, which a compiled graph cannot "
                                   "hold, and fullgraph=True asks for one graph. Move it out "
                                   "of the compiled function, or compile without fullgraph "
-                                  "to run such calls eagerly.", _unsupported_error())
+                                  "to run such calls eagerly.", UnsupportedError)
 
     def _replays(self, outputs, n_results):
         """``after`` with each tensor a store wrote named as the variant finds it again:
@@ -125,8 +132,3 @@ class Effects:
             if a is t:
                 return i
         return t
-
-
-def _unsupported_error():
-    from .trace import UnsupportedError     # defined there, beside the Tracer
-    return UnsupportedError

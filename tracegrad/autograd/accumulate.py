@@ -40,7 +40,7 @@ def accumulate_grad(var, grads, create_graph):
     old = var._grad
     if old is None:
         if create_graph:
-            from ..ops import clone
+            from ..ops.elementwise import clone
             var._grad = clone(g)    # a new tensor (PyTorch's CopyBackwards), never an alias of g
         else:
             new = _steal(g) if tracer is None else None

@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import _hooks
 from .._hooks import state as _hook_state
-from . import grad_mode
+from . import grad_mode, graph
 from .accumulate import accumulate_grad, tensor_type
 from .anomaly_mode import _Anomaly
 from .graph import AccumulateGrad
@@ -119,6 +119,10 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
             stack[-1].pop(0)()
     finally:
         stack.pop()
+
+
+# ``Tensor.backward`` runs this: set from here, as the tensor sits below the engine
+graph.run_backward = backward
 
 
 class _Queued(threading.local):

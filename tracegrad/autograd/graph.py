@@ -15,10 +15,17 @@ import threading
 import weakref
 
 from .._hooks import Census
-from .accumulate import tensor_type
 from .anomaly_mode import _Anomaly, forward_stack
 
 _seq = itertools.count()
+
+# ``tracegrad.tensor.Tensor``, which unpacked saved tensors are made of: ``tensor`` sets it
+# when it is imported, as it sits above this module (a tensor holds nodes and hooks).
+Tensor = None
+
+# ``autograd.engine.backward``, which ``Tensor.backward`` runs: the engine sets it when it is
+# imported, as it sits above the tensor (it makes the root gradients with creation functions).
+run_backward = None
 
 # Nodes that PyTorch implements in C++ report a qualified ``name()``; code compares against it.
 _CPP_NODES = frozenset(("AccumulateGrad", "CopySlices", "Error", "GraphRoot"))
@@ -268,7 +275,7 @@ class SavedTensor:
         if self.unpack_hook is not None:
             return self._with_history(self.unpack_hook(self.packed), node)
         if self.is_output:
-            return tensor_type()._make(self.data, node, vc=self.vc, output_nr=self.output_nr)
+            return Tensor._make(self.data, node, vc=self.vc, output_nr=self.output_nr)
         return self.tensor
 
     def _origin(self, node):
@@ -286,7 +293,6 @@ class SavedTensor:
     def _with_history(self, t, node):
         """As PyTorch: the unpacked value is a new tensor with the saved one's grad_fn (or,
         for a leaf, its grad accumulator), whatever the unpack hook returned."""
-        from ..tensor import Tensor
         if not isinstance(t, Tensor):
             raise TypeError(f"Output of saved tensor unpack_hook expected to be a Tensor but got "
                             f"result of type {type(t).__name__}")

@@ -75,7 +75,7 @@ def _call_tensor_hooks(node, grads):
             if t is None or g is None:
                 continue
             if t._grad is None:
-                from ..ops import clone
+                from ..ops.elementwise import clone
                 t._grad = clone(g) if _gm.grad_enabled else g.detach().clone()
             else:
                 t._grad = t._grad + g

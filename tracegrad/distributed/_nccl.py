@@ -11,6 +11,8 @@ datatype, op, stream)``, ``bcast(buff, count, datatype, root, stream)``,
 """
 import os
 
+from ._wait import Work
+
 
 def _cupy():
     try:
@@ -88,7 +90,6 @@ class NcclGroup:
         return c, back
 
     def _done(self, async_op, tensors, finish):
-        from .collectives import Work
         stream = self.cupy.cuda.get_current_stream()
         if not async_op:
             if finish is not None:

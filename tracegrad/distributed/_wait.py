@@ -4,7 +4,8 @@ Every collective, blocking or not, starts MPI's nonblocking form and waits here,
 so a rank that failed, exited or called something else makes the others raise
 after ``timeout`` seconds instead of waiting in MPI for ever (PyTorch's gloo
 backend raises on its timeout too). Uncaught, that error ends the job: see
-``_exit``.
+``_exit``. ``Work``, what an ``async_op=True`` collective returns, waits here too; it is
+defined here, below both backends (``collectives`` and ``_nccl``) that make one.
 """
 import time
 
@@ -38,3 +39,48 @@ def _who():
     import os
     rank, size = os.environ.get("RANK"), os.environ.get("WORLD_SIZE")
     return f"rank {rank} of {size}" if rank is not None else "this rank"
+
+
+class Work:
+    """What a collective with ``async_op=True`` returns (PyTorch's ``Work``): ``wait()``
+    completes it, ``is_completed()`` asks without blocking."""
+
+    def __init__(self, request=None, finish=None, tensors=(), timeout=None, what="wait"):
+        self._request = request
+        self._what = what
+        self._finish = finish
+        self._tensors = list(tensors)
+        self._timeout = timeout
+        self._done = request is None
+        if self._done and finish is not None:
+            finish()
+            self._finish = None
+
+    def _complete(self):
+        self._done = True
+        self._request = None
+        if self._finish is not None:
+            fn, self._finish = self._finish, None
+            fn()
+
+    def is_completed(self):
+        if not self._done and self._request.Test():
+            self._complete()
+        return self._done
+
+    def wait(self, timeout=None):
+        if not self._done:
+            limit = timeout.total_seconds() if hasattr(timeout, "total_seconds") else timeout
+            poll(self._request, self._timeout if limit is None else limit, self._what)
+            self._complete()
+        return True
+
+    def is_success(self):
+        return self.is_completed()
+
+    def result(self):
+        self.wait()
+        return self._tensors
+
+    def synchronize(self):
+        self.wait()

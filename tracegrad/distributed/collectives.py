@@ -22,7 +22,7 @@ from ._group import mpi, resolve
 from ._objects import (  # noqa: F401 - re-exported
     all_gather_object, broadcast_object_list, gather_object, scatter_object_list,
 )
-from ._wait import poll  # noqa: F401 - re-exported (nn.parallel waits with it)
+from ._wait import Work, poll  # noqa: F401 - poll re-exported (nn.parallel waits with it)
 
 
 class _Op:
@@ -63,51 +63,6 @@ def _mpi_op(MPI, op):
 
 def _is_avg(op):
     return getattr(op, "name", None) == "AVG"
-
-
-class Work:
-    """What a collective with ``async_op=True`` returns (PyTorch's ``Work``): ``wait()``
-    completes it, ``is_completed()`` asks without blocking."""
-
-    def __init__(self, request=None, finish=None, tensors=(), timeout=None, what="wait"):
-        self._request = request
-        self._what = what
-        self._finish = finish
-        self._tensors = list(tensors)
-        self._timeout = timeout
-        self._done = request is None
-        if self._done and finish is not None:
-            finish()
-            self._finish = None
-
-    def _complete(self):
-        self._done = True
-        self._request = None
-        if self._finish is not None:
-            fn, self._finish = self._finish, None
-            fn()
-
-    def is_completed(self):
-        if not self._done and self._request.Test():
-            self._complete()
-        return self._done
-
-    def wait(self, timeout=None):
-        if not self._done:
-            limit = timeout.total_seconds() if hasattr(timeout, "total_seconds") else timeout
-            poll(self._request, self._timeout if limit is None else limit, self._what)
-            self._complete()
-        return True
-
-    def is_success(self):
-        return self.is_completed()
-
-    def result(self):
-        self.wait()
-        return self._tensors
-
-    def synchronize(self):
-        self.wait()
 
 
 _STAGED = {np.dtype(np.float16): np.float32}

@@ -8,8 +8,10 @@ The namespace; its modules:
 - ``solve``: ``inv`` and ``solve``, the linear systems the other rules build on;
 - ``decomp``: ``cholesky``, ``qr``, ``eigh``/``eigvalsh``, ``svd``/``svdvals``, one
   primitive per output (a primitive has one result; VJPs add up over the outputs);
-- ``norms``: ``vector_norm``, ``matrix_norm``, ``norm``;
-- ``lu``: ``lu``, ``lu_factor``/``lu_factor_ex``, ``lu_solve``;
+- ``norms``: ``vector_norm``, ``matrix_norm`` (defined in ``ops.norms``, below, where
+  ``torch.norm`` builds on them), ``norm``;
+- ``lu``: ``lu``, ``lu_factor``/``lu_factor_ex``, ``lu_solve``; the factorisation itself
+  (``getrf``) sits below ``solve``, whose ``inv_ex``/``solve_ex`` report its info;
 - ``more``: ``matrix_exp``, ``pinv``, ``solve_triangular``, ``cond``, ``multi_dot``, the
   ``_ex`` variants and the rest of the namespace;
 - ``ldl``: ``ldl_factor``/``ldl_factor_ex``/``ldl_solve`` (LAPACK's Bunch-Kaufman
@@ -17,7 +19,9 @@ The namespace; its modules:
   ``torch.orgqr``, ``ormqr``, ``geqrf``), and ``LinAlgError``;
 - ``checks``: PyTorch's checks of the inputs, so that an error starts with PyTorch's
   words for the function (``linalg.inv: A must be batches of square matrices, ...``) and
-  ends with the user's line; LAPACK's failures (a singular matrix) say the same.
+  ends with the user's line; LAPACK's failures (a singular matrix) say the same. The
+  shape and dtype checks are defined in ``ops.linalg_checks``, where ``ops.norms`` uses
+  them too.
 
 Every rule is written with tracegrad ops, so gradients are differentiable again.
 

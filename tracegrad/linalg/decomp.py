@@ -18,6 +18,7 @@ from .. import _hooks, dtypes
 from ..ops.core import Primitive, bind, op_error
 from ..ops.linalg import matmul
 from ..ops.more_ops import diag_embed, diagonal, tril
+from ..ops.norms import use_svdvals
 from ..ops.shape_ops import cat, narrow, unsqueeze
 from .checks import check, float_rule, lapack, rule_check, run, square_rule
 from .solve import _mT, _solve_right, solve
@@ -333,3 +334,6 @@ def svd(A, full_matrices=True):
 def svdvals(A):
     check("linalg.svd", A, square=False)
     return run(svd_s_p, A, full_matrices=False)
+
+
+use_svdvals(svdvals)     # ops.norms' spectral matrix norms ('nuc', 2, -2) read it there

@@ -7,7 +7,7 @@ its unit diagonal implied, U on and above it), square or rectangular, batched; i
 (LAPACK's 1-based row swaps, int32) come from a second primitive without a gradient. The
 VJP is PyTorch's ``linalg.lu_backward`` (square, wide and tall cases), written with
 triangular solves, so it differentiates again; P, L and U, and the solves, are composites
-of the packed factor.
+of the packed factor. The factorisation itself and its info primitive are in ``getrf``.
 """
 from collections import namedtuple
 
@@ -19,6 +19,7 @@ from ..ops.linalg import matmul
 from ..ops.more_ops import tril, triu
 from ..ops.shape_ops import cat, narrow
 from .checks import check
+from .getrf import _factor, lu_info_p
 from .more import solve_triangular
 from .solve import _mT
 
@@ -27,42 +28,6 @@ _lu_factor_ex_result = namedtuple("torch_return_types_linalg_lu_factor_ex",
                                   ["LU", "pivots", "info"])
 _lu_result = namedtuple("torch_return_types_linalg_lu", ["P", "L", "U"])
 _lu_unpack_result = namedtuple("torch_return_types_lu_unpack", ["P", "L", "U"])
-
-
-def _factor_one(a):
-    """``(packed LU, 1-based pivots, info)`` of one matrix, partial pivoting (getrf)."""
-    lu = np.array(a, dtype=a.dtype)
-    m, n = lu.shape
-    k = min(m, n)
-    piv = np.zeros(k, dtype=np.int32)
-    info = 0
-    for j in range(k):
-        p = j + int(np.argmax(np.abs(lu[j:, j])))
-        piv[j] = p + 1
-        if p != j:
-            lu[[j, p]] = lu[[p, j]]
-        if lu[j, j] == 0:
-            info = info or j + 1
-            continue
-        lu[j + 1:, j] /= lu[j, j]
-        lu[j + 1:, j + 1:] -= np.outer(lu[j + 1:, j], lu[j, j + 1:])
-    return lu, piv, info
-
-
-def _factor(xp, a):
-    """The batch's packed factors, pivots and infos (on the CPU; CuPy arrays go there and
-    back)."""
-    host = a if xp is np else xp.asnumpy(a)
-    flat = host.reshape(-1, *host.shape[-2:])
-    parts = [_factor_one(m) for m in flat]
-    lu = np.stack([p[0] for p in parts]).reshape(host.shape) if parts else host.copy()
-    k = min(host.shape[-2:])
-    piv = (np.stack([p[1] for p in parts]) if parts else np.zeros((0, k), np.int32)).reshape(
-        host.shape[:-2] + (k,))
-    info = np.array([p[2] for p in parts], dtype=np.int32).reshape(host.shape[:-2])
-    if xp is not np:
-        return xp.asarray(lu), xp.asarray(piv), xp.asarray(info)
-    return lu, piv, info
 
 
 def _permutation_impl(xp, pivots, m, dtype):
@@ -152,11 +117,6 @@ lu_pivots_p = Primitive(
 
 def _check(op, A):
     check(op, A, square=False)
-
-
-lu_info_p = Primitive(
-    "linalg_lu_info", lambda xp, a: _factor(xp, a)[2], dtype=lambda a: dtypes.int32,
-    shape=lambda s: tuple(s[:-2]), kind="other")
 
 
 def lu_factor_ex(A, *, pivot=True, check_errors=False):

@@ -18,6 +18,7 @@ from ..ops.shape_ops import squeeze, transpose, unsqueeze
 from .checks import (
     check, float_rule, lapack, matrix_problem, run, same_dtype_problem, square_rule,
 )
+from .getrf import lu_info_p
 
 
 _inv_ex_result = namedtuple("torch_return_types_linalg_inv_ex", ["inverse", "info"])
@@ -112,7 +113,6 @@ def solve(A, B, *, left=True):
 
 def _getrf_info(A):
     """0, or the 1-based index of the first zero pivot, per matrix of the batch."""
-    from .lu import lu_info_p        # lu builds on this module
     if 0 in A.shape:        # no matrix, or 0 x 0 ones: nothing fails (and getrf has no batch)
         from ..creation import zeros
         return zeros(A.shape[:-2], dtype=dtypes.int32, device=A.device)

@@ -10,6 +10,7 @@ Python operators.
 import types as _types
 
 from ..tensor import Tensor
+from . import collapse  # noqa: F401 - fills declare's slots: composites collapse into one node
 from . import composite, elementwise, index_ops, linalg, pool, reduce_ops, shape_ops
 from . import conv, pad  # noqa: F401 - convolution and im2col primitives; padding primitives
 from . import more_ops  # noqa: F401 - scans, sorting, einsum, random draws (exported by tracegrad)
@@ -29,16 +30,14 @@ from .composite import (
     rsub, silu, softmax, softplus, square, std, std_mean, true_divide, var, var_mean,
 )
 from .core import PRIMITIVES, Aval, Primitive, bind, inplace, op_error, sum_to_shape
-from .data_dependent import argwhere, unique
+from .data_dependent import argwhere, nonzero, unique
 from .fill_scatter import index_fill, scatter, tril_indices, triu_indices
 from .elementwise import (
     absolute, add, clamp, clip, clone, convert, div, logical_and, logical_or, negative, pow,
     round, sub, where,
 )
-from .index_ops import (
-    gather, index, index_select, masked_fill, masked_select, nonzero, scatter_add, setitem,
-    take_along_dim,
-)
+from .index_ops import gather, index, index_select, scatter_add, setitem
+from .masked_ops import masked_fill, masked_select, take_along_dim
 from .linalg import bmm, dot, matmul, mm, mv, outer
 from .reduce_ops import all, amax, amin, any, argmax, argmin, max, min, prod, sum
 from .shape_ops import (

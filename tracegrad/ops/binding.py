@@ -214,3 +214,8 @@ def _record(prim, out, args, params, save_result=True):
     out._requires_grad = True
     if save_result and prim.saves_result:
         saved[-1] = SavedTensor(out, is_output=True)
+
+
+# The bottom of every stack of bind hooks (``_hooks.bind_hook_installed``): set from here,
+# as ``_hooks`` sits below the op layer.
+_hooks.apply_plain = apply_plain

@@ -33,6 +33,7 @@ from .. import _hooks
 from ..autograd import grad_mode
 from ..autograd.graph import FREED_ERROR, AccumulateGrad, Node, grad_accumulator
 from ..tensor import Tensor
+from . import declare
 
 _gm = grad_mode._state
 _hook_state = _hooks.state
@@ -186,3 +187,7 @@ def _plain(fn, args, kwargs):
         return fn(*args, **kwargs)
     finally:
         _local.depth -= 1
+
+
+# ``declare.backward_name``'s composites collapse through these (declare sits below)
+declare.collapse_active, declare.collapse_run = _active, _run

@@ -10,6 +10,7 @@ from .declare import backward_name, method
 from .elementwise import (
     div, erf, exp, isinf, isnan, log, logical_not, mul, sigmoid, sqrt, sub, tanh, where,
 )
+from .norms import matrix_norm, vector_norm
 from .reduce_ops import amax, sum
 from .rules import norm_dims, reduction_dims
 from .shape_ops import squeeze
@@ -176,7 +177,6 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
     """PyTorch's ``torch.norm``: ``linalg.vector_norm`` for a number ``p`` and for 'fro' (the
     2-norm over ``dim``), ``linalg.matrix_norm`` for 'nuc'. So -inf is the smallest
     magnitude, 0 counts nonzeros, and the gradient at a zero input is 0, as there."""
-    from ..linalg.norms import matrix_norm, vector_norm
     if out is not None:
         raise op_error("norm", "out= is not supported")
     if isinstance(dim, int):

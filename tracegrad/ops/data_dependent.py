@@ -11,8 +11,8 @@ every value so far, so nothing runs twice), and the function runs eagerly from t
 with one warning and one line in ``explain()`` naming the op and the user's line. A
 variant therefore never replays a size, or a result, of the call it was traced on.
 
-``unique`` and ``argwhere`` live here; the others are written beside their kin and call
-``graph_break`` first.
+``nonzero``, ``unique`` and ``argwhere`` live here; the others are written beside their kin
+and call ``graph_break`` first.
 """
 import numpy as np
 
@@ -42,7 +42,6 @@ def graph_break(op):
 @method
 def argwhere(input):
     graph_break("argwhere")
-    from .index_ops import nonzero
     return nonzero(input)
 
 
@@ -70,6 +69,21 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
     return out[0] if len(out) == 1 else tuple(out)
 
 
+@method
+def nonzero(input, *, as_tuple=False):
+    graph_break("nonzero")
+    if input.ndim == 0:     # one element, at no index: (count, 0) indices; as_tuple, one dim
+        nz = input._data.reshape(1).nonzero()
+        if as_tuple:
+            return (Tensor._make(nz[0].astype(np.int64)),)
+        return Tensor._make(xp_of(input._data).zeros((len(nz[0]), 0), dtype=np.int64))
+    nz = input._data.nonzero()
+    if as_tuple:
+        return tuple(Tensor._make(a.astype(np.int64)) for a in nz)
+    stacked = xp_of(input._data).stack(nz, axis=1) if nz else input._data.reshape(0, 0)
+    return Tensor._make(stacked.astype(np.int64))
+
+
 def is_mask_key(key):
     """Whether a ``__getitem__`` key holds a boolean tensor (its result's size is the
     number of its True values)."""
@@ -77,4 +91,4 @@ def is_mask_key(key):
     return any(isinstance(k, Tensor) and k.dtype is dtypes.bool for k in keys)
 
 
-__all__ = ["argwhere", "unique"]
+__all__ = ["argwhere", "nonzero", "unique"]

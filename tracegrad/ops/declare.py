@@ -167,6 +167,13 @@ __all__ = ["method", "install_method", "TENSOR_METHODS", "reads", "check_vjp_rea
 _RENAMED = {}       # (node class, name) -> its subclass of that name
 
 
+# ``collapse._active`` and ``collapse._run``, which a collapsed composite calls: ``collapse``
+# sets them when it is imported, as it sits above the engine whose helpers it runs (and so
+# above every op). Until then a composite runs as its primitives.
+collapse_active = lambda: False  # noqa: E731
+collapse_run = None
+
+
 def backward_name(name, collapse=True):
     """Make a composite's result show PyTorch's node for it: ``F.mse_loss(...).grad_fn`` is a
     ``MseLossBackward0`` as in PyTorch, not the node of the composite's last primitive.
@@ -181,18 +188,17 @@ def backward_name(name, collapse=True):
     """
     def decorate(fn):
         if collapse:
-            from . import collapse as _collapse
             params = list(inspect.signature(fn).parameters)
             # an in-place call (``inplace=True``) writes into its argument: no node of its own
             at = params.index("inplace") if "inplace" in params else None
 
             @functools.wraps(fn)
             def collapsed(*args, **kwargs):
-                if not _collapse._active() or at is not None and (
+                if not collapse_active() or at is not None and (
                         kwargs.get("inplace") or len(args) > at and args[at]):
                     return fn(*args, **kwargs)
                 label = name if type(name) is str else name(*args, **kwargs)
-                return _collapse._run(label, fn, args, kwargs)
+                return collapse_run(label, fn, args, kwargs)
             return collapsed
 
         @functools.wraps(fn)

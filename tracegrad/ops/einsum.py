@@ -7,8 +7,8 @@ import builtins
 import math
 
 from .core import bind, op_error
+from .diagonals import diagonal_p
 from .linalg import matmul
-from .more_ops import diagonal_p
 from .reduce_ops import sum
 from .shape_ops import expand, permute, reshape
 

@@ -23,6 +23,8 @@ import numpy as np
 
 from .. import dtypes
 from ..device import as_device, to_device
+from ..tensor import Tensor, parse_to_args
+from . import prim_node
 from .core import LINEAR, Primitive, bind, inplace, op_error
 from .declare import method
 from .elementwise_arithmetic import (  # noqa: F401 - the arithmetic, named here too
@@ -113,7 +115,6 @@ clone_p = Primitive("clone", lambda xp, x: x.copy(), dtype=promote, shape=same_s
 
 @method
 def clamp(input, min=None, max=None):  # noqa: A002
-    from ..tensor import Tensor
     if min is None and max is None:
         raise op_error("clamp", "At least one of 'min' or 'max' must not be None")
     if isinstance(min, Tensor) or isinstance(max, Tensor):
@@ -177,6 +178,17 @@ def convert(input, dtype=None, device=None, copy=False):
     return bind(convert_p, input, dtype=dtype, device=device, src_device=src)
 
 
+@method("to")
+def _to(self, *args, **kwargs):
+    """``to(device)``, ``to(dtype)``, ``to(device, dtype)`` or ``to(other_tensor)``."""
+    copy = kwargs.pop("copy", False)
+    dev, dt = parse_to_args(args, kwargs)
+    return convert(self, dtype=dt, device=dev, copy=copy)
+
+
 @method
 def clone(input, *, memory_format=None):
     return bind(clone_p, input)
+
+
+prim_node.convert = convert     # ``to_copy`` is ``convert`` (prim_node sits below)

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from ..tensor import Tensor
 from .core import Primitive, bind, inplace, op_error
 from .declare import method
 from .elementwise_logic import binary, eq, logical_and, where
@@ -143,7 +144,6 @@ def _pow_impl(xp, x, y):
 
 def _log_base(a):
     """log of a pow base; a Python scalar base is taken in float64, not the default dtype."""
-    from ..tensor import Tensor
     return log(a if isinstance(a, Tensor) else Tensor._make(np.array(a, np.float64)))
 
 
@@ -295,7 +295,6 @@ def _div_(self, other, *, rounding_mode=None):
 
 @method
 def pow(input, exponent):  # noqa: A001
-    from ..tensor import Tensor
     if not isinstance(exponent, Tensor) and isinstance(input, Tensor):
         return bind(pow_scalar_p, input, exponent=exponent)
     return bind(pow_p, input, exponent)
@@ -303,7 +302,6 @@ def pow(input, exponent):  # noqa: A001
 
 @method("pow_")
 def _pow_(self, exponent):
-    from ..tensor import Tensor
     if isinstance(exponent, Tensor):
         return inplace(pow_p, "pow_", self, exponent)
     return inplace(pow_scalar_p, "pow_", self, exponent=exponent)

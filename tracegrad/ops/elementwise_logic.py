@@ -7,6 +7,7 @@ Comparisons compute in their operands' promoted dtype and give bool; ``logical_a
 """
 from .. import dtypes
 from .core import Primitive, bind, declaration_helper
+from .data_dependent import nonzero
 from .declare import method
 from .rules import broadcast, promote, same_shape, to_bool
 
@@ -122,7 +123,6 @@ def logical_or(input, other):
 
 def where(condition, input=None, other=None):
     if input is None and other is None:
-        from .index_ops import nonzero
         return nonzero(condition, as_tuple=True)
     return bind(where_p, condition, input, other)
 

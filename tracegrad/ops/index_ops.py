@@ -4,23 +4,28 @@ An index key is split into a hashable ``spec`` and the index tensors, which
 are inputs of the primitive (they are data, not parameters). A spec entry is
 an int, None, Ellipsis, ``("s", start, stop, step)`` for a slice, or
 ``("t", k)`` for the k-th index tensor.
+
+This module sits below ``shape_ops`` (``narrow`` and ``flip`` are indexes): the indexing ops
+that broadcast first (``take_along_dim``, the masked ones) are in ``masked_ops.py``, above
+both, and ``nonzero`` is in ``data_dependent.py``.
 """
 import numpy as np
 
 from .. import dtypes
 from ..autograd.grad_mode import _state as _gm
-from ..device import recording, xp_of
+from ..creation import tensor
+from ..device import recording
 from ..tensor import Tensor
+from . import inplace_views
 from .core import Primitive, apply_view_steps, bind, inplace, op_error
 from .data_dependent import graph_break, is_mask_key
-from .declare import method, rename_node
+from .declare import method
 from .rules import norm_dim
 from ..symbolic import Specialize, SymInt, slice_length, symbols_in
 
 
 def parse_key(key):
     """``(spec, index_tensors)`` for a user's ``__getitem__`` key."""
-    from ..creation import tensor
     if not isinstance(key, tuple):
         key = (key,)
     spec, tensors = [], []
@@ -363,33 +368,6 @@ def scatter_add(input, dim, index, src):
 
 
 @method
-def take_along_dim(input, indices, dim=None):
-    """``gather`` after broadcasting ``input`` and ``indices`` against each other in every
-    dim but ``dim``, as PyTorch's; without ``dim``, over the flattened input."""
-    from .shape_ops import broadcast_to
-    if dim is None:
-        return gather(input.reshape(-1), 0, indices.reshape(-1))
-    d = norm_dim(dim, input.ndim)
-    if input.ndim != indices.ndim:
-        raise op_error("take_along_dim", f"torch.take_along_dim(): input and indices should "
-                                         f"have the same number of dimensions, but got "
-                                         f"{input.ndim} dimensions for input, and "
-                                         f"{indices.ndim} dimensions for indices")
-    shape = [max(a, b) if 1 in (a, b) else a for a, b in zip(input.shape, indices.shape)]
-    for k, (a, b) in enumerate(zip(input.shape, indices.shape)):
-        if k != d and a != b and 1 not in (a, b):
-            raise op_error("take_along_dim", f"The size of tensor a ({a}) must match the size "
-                                             f"of tensor b ({b}) at non-singleton dimension {k}")
-    want_i = tuple(indices.shape[k] if k == d else shape[k] for k in range(input.ndim))
-    want_x = tuple(input.shape[k] if k == d else shape[k] for k in range(input.ndim))
-    if indices.shape != want_i:
-        indices = broadcast_to(indices, want_i)
-    if input.shape != want_x:
-        input = broadcast_to(input, want_x)
-    return gather(input, d, indices)
-
-
-@method
 def index_select(input, dim, index):
     if index.ndim > 1:
         raise op_error("index_select", "index_select(): Index is supposed to be a vector")
@@ -403,51 +381,4 @@ def index_select(input, dim, index):
 slice_all = ("s", None, None, None)
 
 
-@method
-def masked_fill(input, mask, value):
-    from .elementwise import where
-    if mask.dtype is not dtypes.bool:
-        raise op_error("masked_fill", f"masked_fill_ only supports boolean masks, but got mask "
-                                      f"with dtype {mask.dtype.name}")
-    out = where(mask, value, input)
-    if out.dtype is not input.dtype:
-        return out.to(input.dtype)
-    if out._grad_fn is not None:    # PyTorch's masked_fill.Scalar / masked_fill.Tensor
-        rename_node(out._grad_fn, "MaskedFillBackward1" if isinstance(value, Tensor)
-                    else "MaskedFillBackward0")
-    return out
-
-
-@method("masked_fill_")
-def _masked_fill_(self, mask, value):
-    from .shape_ops import broadcast_if_needed
-    if mask.dtype.name != "bool":
-        raise op_error("masked_fill_", f"masked_fill_ only supports boolean masks, but got mask "
-                                       f"with dtype {mask.dtype.name}")
-    mask = broadcast_if_needed(mask, self.shape)
-    return inplace(index_put_p, "masked_fill_", self, value, mask, spec=(("t", 0),))
-
-
-@method
-def masked_select(input, mask):
-    from .shape_ops import broadcast_tensors
-    graph_break("masked_select")
-    input, mask = broadcast_tensors(input, mask)
-    if input.ndim == 0:     # 0-d: selects as one element (the result is 1-D either way), and
-        input, mask = input.reshape(1), mask.reshape(1)     # the trace's shape rule needs a dim
-    return index(input, mask)
-
-
-@method
-def nonzero(input, *, as_tuple=False):
-    graph_break("nonzero")
-    if input.ndim == 0:     # one element, at no index: (count, 0) indices; as_tuple, one dim
-        nz = input._data.reshape(1).nonzero()
-        if as_tuple:
-            return (Tensor._make(nz[0].astype(np.int64)),)
-        return Tensor._make(xp_of(input._data).zeros((len(nz[0]), 0), dtype=np.int64))
-    nz = input._data.nonzero()
-    if as_tuple:
-        return tuple(Tensor._make(a.astype(np.int64)) for a in nz)
-    stacked = xp_of(input._data).stack(nz, axis=1) if nz else input._data.reshape(0, 0)
-    return Tensor._make(stacked.astype(np.int64))
+inplace_views.view_scatter = view_scatter     # an in-place write through a view rebases with it

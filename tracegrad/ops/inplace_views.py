@@ -153,9 +153,13 @@ def _move_retain_grad(t, old_fn, new_fn):
     new_fn._set_retain_grad(0, t)
 
 
+# ``index_ops.view_scatter``, which writes a view's new value into its base (CopySlices):
+# ``index_ops`` sets it when imported, as its primitives are declared above this module.
+view_scatter = None
+
+
 def _rebase_view(view, new_value):
     """After an in-place write through ``view``, give its base a CopySlices history."""
-    from .index_ops import view_scatter
     base = view._base
     old_base = Tensor._make(base._data, grad_fn=base.grad_fn, requires_grad=base._requires_grad)
     old_base._output_nr = base._output_nr
@@ -181,3 +185,8 @@ def refresh_view(view):
         fresh = apply_view_steps(base, view._view_steps)._grad_fn
         _move_retain_grad(view, view._grad_fn, fresh)
         view._grad_fn, view._output_nr, view._requires_grad = fresh, 0, True
+
+
+# A view written through since its ``grad_fn`` was read refreshes it (``Tensor.grad_fn``):
+# installed from here, as ``tensor`` sits below the op layer.
+Tensor._refresh_view = refresh_view

@@ -36,6 +36,7 @@ from .inplace_methods import (
 )
 from .math_ops import copysign_p, exp2, hypot_p
 from .more_ops import atan2_p
+from .norms import vector_norm
 from .rules import broadcast, float_promote, promote, same_shape, to_bool
 
 
@@ -192,7 +193,6 @@ def frexp(input):
 @method
 def dist(input, other, p=2):
     """The p-norm of input - other (``linalg.vector_norm``: gradient 0 where they are equal)."""
-    from ..linalg.norms import vector_norm
     return vector_norm(input - other, p)
 
 

@@ -113,21 +113,25 @@ class PrimNode(Node):
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
 
+# The ops that ``sum_to_shape`` and ``to_copy`` are made of, declared by the primitive
+# families above this module, which set them when imported: ``reduce_ops`` ``reduce_sum``,
+# ``shape_ops`` ``reshape``, ``elementwise`` ``convert``.
+reduce_sum = reshape = convert = None
+
+
 def sum_to_shape(g, shape):
     """Undo broadcasting: sum ``g`` down to ``shape`` (the adjoint of broadcast_to)."""
-    from . import reduce_ops, shape_ops
     lead = g.ndim - len(shape)
     if lead < 0:    # an assigned value may have leading 1s that NumPy drops: y[0] = w[None]
-        return shape_ops.reshape(sum_to_shape(g, shape[-lead:]), shape)
+        return reshape(sum_to_shape(g, shape[-lead:]), shape)
     dims = tuple(range(lead)) + tuple(
         i + lead for i, s in enumerate(shape) if s == 1 and g.shape[i + lead] != 1)
     if dims:
-        g = reduce_ops.sum(g, dims, keepdim=True)
+        g = reduce_sum(g, dims, keepdim=True)
     if lead:
-        g = shape_ops.reshape(g, shape)
+        g = reshape(g, shape)
     return g
 
 
 def to_copy(t, dtype=None, device=None, copy=False):
-    from .elementwise import convert
     return convert(t, dtype=dtype, device=device, copy=copy)

@@ -12,9 +12,9 @@ from ..tensor import Tensor
 from .core import op_error
 from .declare import method
 from .elementwise import where
-from .more_ops import argsort, cumsum
 from .reduce_ops import sum
 from .rules import broadcast
+from .scan_sort import argsort, cumsum
 from .shape_ops import narrow, unsqueeze
 
 

@@ -8,9 +8,14 @@ from collections import namedtuple
 import numpy as np
 
 from .. import dtypes
+from ..tensor import Tensor
+from . import prim_node
 from .core import LINEAR, Combiner, Primitive, bind, op_error
 from .declare import method, rename_node
+from .elementwise import eq, maximum, minimum, where
+from .index_ops import gather
 from .rules import norm_dim, norm_dims, reduced_shape, reduction_dims
+from .shape_ops import broadcast_if_needed, reshape, squeeze
 
 
 def _reduce_shape(shape, dims, keepdim):
@@ -22,7 +27,6 @@ def _reduce_shape(shape, dims, keepdim):
 
 def _expand_back(g, shape, dims, keepdim):
     """Broadcast a reduced gradient back to the input's shape."""
-    from .shape_ops import broadcast_if_needed, reshape
     if not keepdim and dims:
         g = reshape(g, reduced_shape(shape, dims, True))
     return broadcast_if_needed(g, shape)
@@ -61,7 +65,6 @@ sum_p = Primitive(
 
 def _extremum_grad(g, x, out, dims, keepdim):
     """Ties share the gradient evenly, as PyTorch's amax/amin and full max/min do."""
-    from .elementwise import eq
     out_k = _expand_back(out, x.shape, dims, keepdim)
     mask = eq(x, out_k).to(g.dtype)
     count = sum(mask, dims, keepdim=True)
@@ -98,7 +101,6 @@ def _prod_grad(g, x, out, dims, keepdim):
     the product of the zeros other than x_i, written exact to first order (1, the one
     other zero, or 0) so that the second derivative at zeros is exact too.
     """
-    from .elementwise import eq, where
     zero = eq(x, 0)
     safe_x = where(zero, 1.0, x)
     p = prod(safe_x, dims, keepdim=True)
@@ -204,10 +206,6 @@ values_indices = namedtuple("values_indices", ["values", "indices"])
 
 
 def _extremum(name, full, arg, input, dim_or_other, keepdim):
-    from ..tensor import Tensor
-    from .elementwise import maximum, minimum
-    from .index_ops import gather
-    from .shape_ops import squeeze
     if isinstance(dim_or_other, Tensor):
         return (maximum if name == "max" else minimum)(input, dim_or_other)
     if dim_or_other is None:
@@ -233,3 +231,6 @@ def max(input, dim=None, keepdim=False):  # noqa: A001
 @method
 def min(input, dim=None, keepdim=False):  # noqa: A001
     return _extremum("min", amin, argmin, input, dim, keepdim)
+
+
+prim_node.reduce_sum = sum      # ``sum_to_shape`` sums with it (prim_node sits below)

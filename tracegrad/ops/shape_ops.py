@@ -6,8 +6,12 @@ version counter) with their input, as PyTorch's do.
 import math
 
 from .. import _hooks
+from ..tensor import Tensor
+from . import prim_node
 from .core import LINEAR, Primitive, _xp, bind, op_error
 from .declare import backward_name, method
+from .elementwise import clone, convert
+from .index_ops import index, index_p
 from .rules import norm_dim, promote
 from ..symbolic import SymInt, concrete
 
@@ -127,11 +131,9 @@ def reshape(input, *shape):
 
 @method
 def view(input, *shape):
-    from ..tensor import Tensor
     if len(shape) == 1 and not isinstance(shape[0], (int, tuple, list)):
         if isinstance(shape[0], Tensor):
             return reshape(input, shape[0].shape)
-        from .elementwise import convert
         return convert(input, dtype=shape[0])
     target = infer_shape(_shape_arg(shape), input.numel())
     if target != input.shape and not _viewable(input._data, concrete(target)):
@@ -343,7 +345,6 @@ stack_p = Primitive(
 
 @method
 def narrow(input, dim, start, length):
-    from .index_ops import index
     d = norm_dim(dim, input.ndim)
     if hasattr(start, "item"):      # a 0-d tensor start (PyTorch's narrow.Tensor overload)
         start = int(start)
@@ -399,16 +400,16 @@ def unbind(input, dim=0):
 def contiguous(input, memory_format=None):
     if input.is_contiguous():
         return input
-    from .elementwise import clone
     return clone(input)   # NumPy's copy is C-ordered
 
 
 @method
 def flip(input, dims):
     """A reversed copy (PyTorch's flip copies); a user's key refuses negative steps."""
-    from .elementwise import clone
-    from .index_ops import index_p
     dims = [norm_dim(d, input.ndim) for d in (dims if isinstance(dims, (list, tuple))
                                               else (dims,))]
     spec = tuple(("s", None, None, -1 if i in dims else None) for i in range(input.ndim))
     return clone(bind(index_p, input, spec=spec))
+
+
+prim_node.reshape = reshape     # ``sum_to_shape`` reshapes with it (prim_node sits below)

@@ -32,6 +32,7 @@ from .elementwise import abs, clamp, sqrt, where
 from .index_ops import index_select
 from .linalg import matmul, mm
 from .more_ops import cumprod, cumsum
+from .norms import vector_norm
 from .reduce_ops import amax, sum
 from .rules import norm_dim
 from .search_count import scalar_name
@@ -176,7 +177,6 @@ def _max_distance(diff):
 def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     """The p-norm distance between each row of ``x1`` and each row of ``x2`` (batched over
     the leading dims, which broadcast)."""
-    from ..linalg.norms import vector_norm
     if compute_mode not in _MM_MODES:
         raise ValueError(f"{compute_mode} is not a valid value for compute_mode")
     _check_cdist(x1, x2, p)
@@ -318,7 +318,6 @@ def _check_renorm(input, p, maxnorm):
 def renorm(input, p, dim, maxnorm):
     """Each slice ``input.select(dim, i)`` whose p-norm exceeds ``maxnorm``, scaled down to
     norm ``maxnorm`` (by ``maxnorm / (norm + 1e-7)``); the others unchanged."""
-    from ..linalg.norms import vector_norm
     _check_renorm(input, p, maxnorm)
     d = norm_dim(dim, input.ndim)
     rest = tuple(k for k in range(input.ndim) if k != d)
