@@ -430,6 +430,8 @@ def test_joint_graph_of_a_cube_and_a_bias(simplified):
 
 
 def test_joint_graph_of_a_transposed_weight(simplified):
+    """``w``'s gradient is ``d^T x``, made in ``w``'s layout, not ``(x^T d)^T``: a transposed
+    view that ``.grad`` would copy across the rows."""
     def f(x, w):
         return (x @ w.t()).sum()
 
@@ -441,9 +443,8 @@ def test_joint_graph_of_a_transposed_weight(simplified):
   c:f32[1,1] = reshape d_out  shape=(1,1)
   d:f32[4,5] = broadcast_to c  shape=(4,5)
   d_x:f32[4,3] = matmul d w
-  e:f32[3,4] = permute x  dims=(1,0)
-  f:f32[3,5] = matmul e d
-  d_w:f32[5,3] = permute f  dims=(1,0)
+  e:f32[5,4] = permute d  dims=(1,0)
+  d_w:f32[5,3] = matmul e x
   return (out, d_x, d_w)
 }"""
 

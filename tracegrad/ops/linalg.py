@@ -24,10 +24,33 @@ def _mT(x):
     return transpose(x, -1, -2)
 
 
+def _column_major(x):
+    """Whether the eager tensor ``x``'s matrices are laid out by columns (a transposed view,
+    as ``Linear``'s ``weight.t()``); IR values, which have no layout, are not."""
+    data = getattr(x, "_data", None)
+    if data is None or getattr(data, "ndim", 0) < 2 or min(data.shape[-2:]) < 2:
+        return False
+    rows, cols = data.strides[-2:]
+    return rows == data.itemsize and cols >= data.shape[-2] * data.itemsize
+
+
+def _mat1_grad(g, a, b):
+    """``g @ b^T``, the gradient of ``a`` in ``a @ b``, in ``a``'s layout: where ``a`` is laid
+    out by columns it is computed as ``(b @ g^T)^T`` (PyTorch's ``mm_mat1_backward``)."""
+    return _mT(matmul(b, _mT(g))) if _column_major(a) else matmul(g, _mT(b))
+
+
+def _mat2_grad(g, a, b):
+    """``a^T @ g``, the gradient of ``b`` in ``a @ b``, in ``b``'s layout: for ``Linear``'s
+    ``weight.t()`` it is ``(g^T @ a)^T``, so that the weight's gradient comes out contiguous,
+    with no transposing copy on its way into ``.grad`` (PyTorch's ``mm_mat2_backward``)."""
+    return _mT(matmul(_mT(g), a)) if _column_major(b) else matmul(_mT(a), g)
+
+
 matmul_p = Primitive(
     "matmul", lambda xp, a, b: xp.matmul(a, b), args=("self", "mat2"), dtype=_matmul_dtype,
     shape=_matmul_shape,
-    vjp=(lambda g, a, b, out: matmul(g, _mT(b)), lambda g, a, b, out: matmul(_mT(a), g)),
+    vjp=(lambda g, a, b, out: _mat1_grad(g, a, b), lambda g, a, b, out: _mat2_grad(g, a, b)),
     saves=("self", "mat2"), node="MmBackward0", np="np.matmul({self}, {mat2})", kind="matmul",
     jvp=(lambda t, a, b, out: matmul(t, b), lambda t, a, b, out: matmul(a, t)))
 

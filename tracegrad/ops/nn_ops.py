@@ -14,7 +14,7 @@ import numpy as np
 from .. import _hooks
 from ..device import recording
 from .core import Primitive, bind, op_error
-from .linalg import _matmul_dtype, matmul
+from .linalg import _matmul_dtype, _mat1_grad, _mat2_grad, matmul
 
 _hook_state = _hooks.state
 
@@ -57,18 +57,13 @@ def _scaled(g, k):
     return g if k == 1 else g * k
 
 
-def _mT(x):
-    from .shape_ops import transpose
-    return transpose(x, 0, 1)
-
-
 addmm_p = Primitive(
     "addmm", _addmm_impl, args=("self", "mat1", "mat2"),
     dtype=lambda c, a, b, beta, alpha: _addmm_dtype(c, a, b),
     shape=_addmm_shape,
     vjp=(lambda g, c, a, b, out, beta, alpha: g * 0 if beta == 0 else _scaled(g, beta),
-         lambda g, c, a, b, out, beta, alpha: _scaled(matmul(g, _mT(b)), alpha),
-         lambda g, c, a, b, out, beta, alpha: _scaled(matmul(_mT(a), g), alpha)),
+         lambda g, c, a, b, out, beta, alpha: _scaled(_mat1_grad(g, a, b), alpha),
+         lambda g, c, a, b, out, beta, alpha: _scaled(_mat2_grad(g, a, b), alpha)),
     saves=("mat1", "mat2"), node="AddmmBackward0")
 
 

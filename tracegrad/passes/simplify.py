@@ -10,6 +10,8 @@ constants:
 - ``x * -1`` is ``neg x``; ``x + neg y`` is ``x - y`` and ``x - neg y`` is ``x + y``;
 - a chain of permutes and reshapes that keeps the order of its source's
   elements is one reshape of that source (transposes that cancel);
+- the transpose of a product ``(a @ b)^T`` is ``b^T @ a^T`` (a weight's gradient made in its
+  own layout; BLAS may round it apart from the product it replaces, as eager's does);
 - a sum over axes along which its input repeats (a broadcast's added or
   expanded axes, or axes of size 1) is the repeated value times the count;
 - an elementwise op reads a broadcast's input directly when its own
@@ -49,6 +51,7 @@ _CHAIN_LIMIT = 16       # how far back a chain of permutes and reshapes is follo
 def simplify(graph):
     sub, nodes, defs = {}, [], {}
     inputs, exposed = set(graph.inputs), _exposed(graph)
+    uses = _uses(graph)
 
     def emit(n):
         n = substitute(n, sub)
@@ -57,7 +60,7 @@ def simplify(graph):
                 and _aliases(new, defs, inputs):
             new = None      # a result must stay an array of its own, as eager gives
         if new is None:
-            new = _rewrite(n, defs, inputs, exposed)
+            new = _rewrite(n, defs, inputs, exposed, uses)
         if type(new) is Value:
             sub[n.out] = resolve(new, sub)
             return
@@ -74,6 +77,14 @@ def simplify(graph):
     for n in graph.nodes:
         emit(n)
     return Graph(graph.inputs, nodes, [resolve(v, sub) for v in graph.outputs])
+
+
+def _uses(graph):
+    """How many times each value is read (by nodes and as an output)."""
+    count = {}
+    for v in [v for n in graph.nodes for v in n.inputs] + list(graph.outputs):
+        count[v] = count.get(v, 0) + 1
+    return count
 
 
 def _exposed(graph):
@@ -166,7 +177,7 @@ class _Build:
         return self.nodes
 
 
-def _rewrite(n, defs, inputs, exposed):
+def _rewrite(n, defs, inputs, exposed, uses):
     """Cheaper nodes computing ``n.out`` (a list, the last defining it), a value equal to it,
     or None."""
     op = n.op
@@ -183,6 +194,10 @@ def _rewrite(n, defs, inputs, exposed):
             return new
     if op == "sum":
         return _sum_of_repeats(n, defs, inputs, exposed)
+    if op == "permute":
+        new = _transposed_product(n, defs, uses)
+        if new is not None:
+            return new
     if op in ("permute", "reshape"):
         return _view_chain(n, defs)
     if n.prim.kind == "elementwise" and n.prim.shape is broadcast:
@@ -278,6 +293,26 @@ def _sum_of_repeats(n, defs, inputs, exposed):
     if count > 1 and late:
         y = b("mul", y, count)
     return b.finish(y)
+
+
+def _transposed_product(n, defs, uses):
+    """``(a @ b)^T`` (a permute swapping the last two axes of a product read nowhere else) is
+    ``b^T @ a^T``: the product comes out in the layout wanted, and the operands' transposes
+    cancel against those already there. A ``Linear`` weight's gradient, ``(h^T g)^T``,
+    becomes ``g^T h``: contiguous, as eager's (``ops/linalg._mat2_grad``), where it was a
+    transposed view that its ``.grad`` or the optimizer's update read across the rows."""
+    dims, k = tuple(n.params["dims"]), len(n.out.shape)
+    if k < 2 or dims != tuple(range(k - 2)) + (k - 1, k - 2):
+        return None
+    d = defs.get(n.inputs[0])
+    if d is None or d.op != "matmul" or uses.get(d.out, 0) != 1:
+        return None
+    b = _Build(n)
+
+    def t(x):
+        r = len(x.shape)
+        return b("permute", x, dims=tuple(range(r - 2)) + (r - 1, r - 2))
+    return b.finish(b("matmul", t(d.inputs[1]), t(d.inputs[0])))
 
 
 def _view_chain(n, defs):
