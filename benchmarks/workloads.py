@@ -32,8 +32,10 @@ import tracemalloc
 import numpy as np
 
 WORKLOADS = ("W1_1M", "W1_10M", "W2", "W3", "W4")
-SYSTEMS = ("tracegrad compiled", "tracegrad c", "tracegrad numpy", "tracegrad eager",
-           "NumPy by hand", "PyTorch eager", "torch.compile", "jax.jit")
+SYSTEMS = ("tracegrad compiled", "tracegrad whole step", "tracegrad c", "tracegrad numpy",
+           "tracegrad eager", "NumPy by hand", "PyTorch eager", "torch.compile", "jax.jit")
+# tracegrad whole step: one compiled function computes the loss and takes its gradients
+# (``autograd.grad`` inside it), so forward and backward are one graph: for W1 one pass
 # tracegrad compiled is compile()'s default (backend "auto": the NumPy tier at once, the C
 # tier once built in the background); the other two pin one tier
 TG_BACKENDS = {"tracegrad compiled": "auto", "tracegrad c": "c", "tracegrad numpy": "numpy"}
@@ -317,6 +319,21 @@ def prepare(system, workload, names, arrays, wrt, tg_compile=None, device="cpu",
             args[i].requires_grad_()
         params = [args[i] for i in wrt_idx]
         sync = lib.cuda.synchronize if device != "cpu" and synchronize else (lambda: None)
+        if system == "tracegrad whole step":
+            def whole(*xs):
+                loss = fn(*xs)
+                return (loss,) + tuple(lib.autograd.grad(loss, [xs[i] for i in wrt_idx]))
+
+            def make_whole():
+                step = (tg_compile or lib.compile)(whole)
+
+                def call():
+                    out = step(*args)
+                    sync()
+                    return out
+                call.compiled = step
+                return call
+            return make_whole, lambda out: [o.detach().cpu().numpy() for o in out]
 
         def make():
             step = compiler(fn) if compiler else fn
@@ -420,7 +437,8 @@ def measure_in_process(workload, system, timing, first_only=False, memory=False,
         call = make()
         out = call()
         result["first_ms"] = (time.perf_counter() - t0) * 1e3
-        if system == "tracegrad compiled" and device == "cpu":  # when its kernels run C
+        if system in ("tracegrad compiled", "tracegrad whole step") and device == "cpu":
+            # when its kernels run C
             ready = c_tier_ready(call.compiled)
             result["c_ready_ms"] = None if ready is None else (ready - t0) * 1e3
         got = to_numpy(out)
