@@ -119,8 +119,10 @@ def _product(v, defs, uses):
     outer = _transpose_of(v, defs)
     if outer is not None:
         kind, m = "ba", outer
-        if uses[m] != 1:
-            return None
+    else:
+        m, _ = _seen_through(v, defs)
+    if m is not v and uses[m] != 1:
+        return None
     n = defs.get(m)
     if n is None or n.op != "matmul":
         return None
