@@ -574,3 +574,23 @@ def test_a_sum_over_a_unit_axis_of_a_mutated_input_is_not_a_view_of_it():
         fn(x, w).backward()
         grads.append(w.grad.numpy())
     np.testing.assert_array_equal(grads[1], grads[0])     # sums of small integers: exact
+
+
+def test_a_broadcast_constant_one_is_not_folded_into_a_full_array():
+    """The seed of a gradient taken inside the graph, ``ones_like(loss)`` spread by ``sum``'s
+    backward: a constant 1 reshaped and broadcast. Multiplying by it is the identity, and a
+    broadcast beyond FOLD_LIMIT elements stays a broadcast (it once became a 40 MB constant
+    that W1_10M's whole step read every call)."""
+    from tracegrad.ir import Const
+    from tracegrad.passes.simplify import FOLD_LIMIT
+    n = 4 * FOLD_LIMIT
+    g = _G(f"x:f32[{n}]")
+    one = g("constant", value=Const(np.array(1.0, np.float32)))
+    spread = g("broadcast_to", g("reshape", one, shape=(1,)), shape=(n,))
+    y = g("exp", g("mul", spread, g.x))
+    z = g("add", spread, g.x)
+    out = _simplified(g.graph(y, z))
+    assert [m.op for m in out.nodes if m.op in ("mul", "exp")] == ["exp"]
+    assert all(m.params["value"].array.size <= FOLD_LIMIT
+               for m in out.nodes if m.op == "constant")
+    _same_values(g.graph(y, z))

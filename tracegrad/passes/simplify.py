@@ -1,6 +1,7 @@
 """Algebraic simplification and constant folding.
 
-Identities that compute nothing new (``x * 1``, ``x / 1``, ``x - 0``,
+Identities that compute nothing new (``x * 1`` (a constant 1 reshaped or broadcast too),
+``x / 1``, ``x - 0``,
 ``neg(neg x)``, reshapes, broadcasts and converts that change nothing),
 rewrites into cheaper nodes, and folding of nodes whose inputs are all small
 constants:
@@ -114,6 +115,23 @@ def _is(x, number):
                                                             and np.signbit(x))
 
 
+def _constant_one(v, defs):
+    """Whether ``v`` is a constant 1, reshaped or broadcast (the seed of a gradient taken
+    inside the graph, ``ones_like(loss)`` spread over the elements by ``sum``'s backward):
+    multiplying by it changes nothing, and left in place it is a full array to read."""
+    for _ in range(_CHAIN_LIMIT):
+        d = defs.get(v) if type(v) is Value else None
+        if d is None:
+            return False
+        if d.op == "constant":
+            a = d.params["value"].array
+            return a.size == 1 and a.dtype.kind in "fiu" and a.reshape(()) == 1
+        if d.op not in ("reshape", "broadcast_to"):
+            return False
+        v = d.inputs[0]
+    return False
+
+
 def _adds_nothing(z, aval):
     """``x + z == x`` bit for bit: for floats only ``-0.0`` (``-0.0 + 0.0`` is ``+0.0``)."""
     if type(z) not in (int, float) or z != 0:
@@ -128,9 +146,9 @@ def _identity(n, defs):
     def keeps(v):
         return type(v) is Value and v.aval == aval
     if op == "mul":
-        if _is(ins[1], 1) and keeps(ins[0]):
+        if (_is(ins[1], 1) or _constant_one(ins[1], defs)) and keeps(ins[0]):
             return ins[0]
-        if _is(ins[0], 1) and keeps(ins[1]):
+        if (_is(ins[0], 1) or _constant_one(ins[0], defs)) and keeps(ins[1]):
             return ins[1]
     if op == "add":
         if _adds_nothing(ins[1], aval) and keeps(ins[0]):
@@ -398,6 +416,8 @@ def _fold(n, defs):
         arrays.append(d.params["value"].array)
     if symbols_in(n.inputs) or symbols_in(n.params):    # it depends on the call's sizes
         return None
+    if math.prod(n.out.shape) > FOLD_LIMIT:     # a broadcast of a small constant stays one:
+        return None                             # a kernel reads it as a scalar, not an array
     from ..ops.core import Tensor, apply_plain
     with np.errstate(all="ignore"):
         t = apply_plain(n.prim, [Tensor._make(a) if isinstance(a, np.ndarray) else a
