@@ -215,8 +215,7 @@ def _extreme_at(xp, out, key, src, reduce):
     if reduce == "amin" and np.issubdtype(out.dtype, np.inexact):
         # NaN propagates as in minimum.at: a place any of whose values is NaN gets NaN
         nan_count = xp.zeros(flat.shape, dtype=np.int32)
-        import cupyx
-        cupyx.scatter_add(nan_count, place, xp.isnan(values).astype(np.int32))
+        _reduce_at(xp, nan_count, place, xp.isnan(values).astype(np.int32), "sum")
         merged = xp.where(nan_count[place] > 0, xp.asarray(np.nan, dtype=out.dtype), merged)
     spare = xp.concatenate([flat, flat[:1]])
     spare[xp.where(last, place, flat.size)] = merged

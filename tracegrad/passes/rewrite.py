@@ -1,4 +1,6 @@
-"""Helpers shared by the passes: renaming a node's inputs."""
+"""Helpers shared by the passes: renaming a node's inputs, counting a value's reads."""
+from collections import Counter
+
 from ..ir import Node, Value
 
 
@@ -15,3 +17,11 @@ def resolve(v, sub):
     while type(v) is Value and v in sub:
         v = sub[v]
     return v
+
+
+def read_counts(graph):
+    """Value -> how many times it is read, by nodes (once per operand) and as an output (a
+    ``Counter``: 0 for a value nothing reads)."""
+    count = Counter(v for n in graph.nodes for v in n.values())
+    count.update(graph.outputs)
+    return count

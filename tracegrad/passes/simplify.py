@@ -43,7 +43,7 @@ import numpy as np
 from ..ir import Const, Graph, Node, Value, infer_aval
 from ..symbolic import symbols_in
 from ..ops.rules import broadcast
-from .rewrite import resolve, substitute
+from .rewrite import read_counts, resolve, substitute
 
 FOLD_LIMIT = 4096       # constants up to this many elements are folded
 _CHAIN_LIMIT = 16       # how far back a chain of permutes and reshapes is followed
@@ -52,7 +52,7 @@ _CHAIN_LIMIT = 16       # how far back a chain of permutes and reshapes is follo
 def simplify(graph):
     sub, nodes, defs = {}, [], {}
     inputs, exposed = set(graph.inputs), _exposed(graph)
-    uses = _uses(graph)
+    uses = read_counts(graph)
 
     def emit(n):
         n = substitute(n, sub)
@@ -78,14 +78,6 @@ def simplify(graph):
     for n in graph.nodes:
         emit(n)
     return Graph(graph.inputs, nodes, [resolve(v, sub) for v in graph.outputs])
-
-
-def _uses(graph):
-    """How many times each value is read (by nodes and as an output)."""
-    count = {}
-    for v in [v for n in graph.nodes for v in n.inputs] + list(graph.outputs):
-        count[v] = count.get(v, 0) + 1
-    return count
 
 
 def _exposed(graph):
@@ -323,7 +315,7 @@ def _transposed_product(n, defs, uses):
     if k < 2 or dims != tuple(range(k - 2)) + (k - 1, k - 2):
         return None
     d = defs.get(n.inputs[0])
-    if d is None or d.op != "matmul" or uses.get(d.out, 0) != 1:
+    if d is None or d.op != "matmul" or uses[d.out] != 1:
         return None
     b = _Build(n)
 

@@ -35,9 +35,8 @@ A batch of matrices times one matrix (a Linear over ``[B, T, K]``) is one GEMM o
 Sums round differently: one GEMM's accumulation order instead of ``T`` GEMMs and a chain
 of additions (float rounding, as any BLAS's blocking changes it).
 """
-from collections import Counter
-
 from ..ir import Graph, Node, Value, infer_aval
+from .rewrite import read_counts
 
 MIN_TERMS = 3       # fewer terms than this are left as they are
 
@@ -46,8 +45,7 @@ def stack_steps(graph):
     """``graph`` with the three rewrites of the module docstring (the same graph when none
     applies); the replaced terms are left for ``dce``."""
     defs = {n.out: n for n in graph.nodes}
-    uses = Counter(v for n in graph.nodes for v in n.values())
-    uses.update(graph.outputs)
+    uses = read_counts(graph)
     inner = {v for n in graph.nodes if _plain_add(n)
              for v in n.inputs if _inner_add(v, defs, uses)}
     replaced = {}

@@ -20,6 +20,20 @@ def _check_p(p):
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
 
 
+def _warn_unusual_rank(input, spatial):
+    """PyTorch's deprecation warning of ``dropout2d``/``dropout3d`` for an input of a rank
+    other than ``spatial + 1`` or ``spatial + 2``."""
+    lo, hi = spatial + 1, spatial + 2
+    if input.ndim not in (lo, hi):
+        name = f"dropout{spatial}d"
+        warnings.warn(f"{name}: Received a {input.ndim}-D input to {name}, which is deprecated "
+                      f"and will result in an error in a future release. To retain the "
+                      f"behavior and silence this warning, please use dropout instead. Note "
+                      f"that {name} exists to provide channel-wise dropout on inputs with "
+                      f"{spatial} spatial dimensions, a channel dimension, and an optional batch "
+                      f"dimension (i.e. {lo}D or {hi}D inputs).", stacklevel=3)
+
+
 def _feature_dropout(input, p, training, inplace, batched=True):
     """Drop channels (dim 1 of a batch, dim 0 of one sample) with probability ``p``."""
     if not training or p == 0.0 or input.numel() == 0:
@@ -51,13 +65,7 @@ def dropout1d(input, p=0.5, training=True, inplace=False):
 def dropout2d(input, p=0.5, training=True, inplace=False):
     """Zero whole channels of an (N, C, H, W) input (see the module docstring)."""
     _check_p(p)
-    if input.ndim not in (3, 4):
-        warnings.warn(f"dropout2d: Received a {input.ndim}-D input to dropout2d, which is "
-                      f"deprecated and will result in an error in a future release. To retain "
-                      f"the behavior and silence this warning, please use dropout instead. Note "
-                      f"that dropout2d exists to provide channel-wise dropout on inputs with 2 "
-                      f"spatial dimensions, a channel dimension, and an optional batch dimension "
-                      f"(i.e. 3D or 4D inputs).", stacklevel=2)
+    _warn_unusual_rank(input, 2)
     if input.ndim == 3:     # PyTorch keeps reading (C, H, W) as (N, C, L) for now
         warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that "
                       "channel-wise 1D dropout behavior is desired - input is interpreted as "
@@ -71,13 +79,7 @@ def dropout2d(input, p=0.5, training=True, inplace=False):
 def dropout3d(input, p=0.5, training=True, inplace=False):
     """Zero whole channels of a (C, D, H, W) or (N, C, D, H, W) input."""
     _check_p(p)
-    if input.ndim not in (4, 5):
-        warnings.warn(f"dropout3d: Received a {input.ndim}-D input to dropout3d, which is "
-                      f"deprecated and will result in an error in a future release. To retain "
-                      f"the behavior and silence this warning, please use dropout instead. Note "
-                      f"that dropout3d exists to provide channel-wise dropout on inputs with 3 "
-                      f"spatial dimensions, a channel dimension, and an optional batch dimension "
-                      f"(i.e. 4D or 5D inputs).", stacklevel=2)
+    _warn_unusual_rank(input, 3)
     return _feature_dropout(input, p, training, inplace, batched=input.ndim == 5)
 
 
