@@ -319,31 +319,27 @@ def prepare(system, workload, names, arrays, wrt, tg_compile=None, device="cpu",
             args[i].requires_grad_()
         params = [args[i] for i in wrt_idx]
         sync = lib.cuda.synchronize if device != "cpu" and synchronize else (lambda: None)
-        if system == "tracegrad whole step":
-            def whole(*xs):
-                loss = fn(*xs)
-                return (loss,) + tuple(lib.autograd.grad(loss, [xs[i] for i in wrt_idx]))
 
-            def make_whole():
-                step = (tg_compile or lib.compile)(whole)
+        def loss_and_grads(step, xs, wrt):
+            loss = step(*xs)
+            return (loss,) + tuple(lib.autograd.grad(loss, wrt))
 
-                def call():
-                    out = step(*args)
-                    sync()
-                    return out
-                call.compiled = step
-                return call
-            return make_whole, lambda out: [o.detach().cpu().numpy() for o in out]
+        def whole(*xs):     # both in one function: one graph when compiled
+            return loss_and_grads(fn, xs, [xs[i] for i in wrt_idx])
 
         def make():
-            step = compiler(fn) if compiler else fn
+            if system == "tracegrad whole step":
+                step = (tg_compile or lib.compile)(whole)
+                run = lambda: step(*args)                                   # noqa: E731
+            else:
+                step = compiler(fn) if compiler else fn
+                run = lambda: loss_and_grads(step, args, params)            # noqa: E731
 
             def call():
-                loss = step(*args)
-                out = (loss,) + tuple(lib.autograd.grad(loss, params))
+                out = run()
                 sync()
                 return out
-            call.compiled = step if compiler else None
+            call.compiled = step if step is not fn else None
             return call
         return make, lambda out: [o.detach().cpu().numpy() for o in out]
 
