@@ -83,8 +83,9 @@ def test_linear(bias, shape):
 
 
 def test_linear_bad_input_names_the_layer():
-    with pytest.raises(RuntimeError, match="Linear.*last dimension 4.*\\[2, 3\\]"):
+    with pytest.raises(RuntimeError, match="Linear.*last dimension 4.*\\[2, 3\\]") as err:
         nn.Linear(4, 3)(tg.ones(2, 3))
+    assert "test_nn.py" in str(err.value)       # and the user's line
 
 
 @pytest.mark.parametrize("make", [

@@ -3,6 +3,7 @@ linearly."""
 import math
 
 from .. import creation
+from ..ops.core import op_error
 from . import functional as F, init
 from .module import Module
 from .parameter import Parameter
@@ -42,8 +43,8 @@ class Linear(Module):
 
     def forward(self, input):
         if input.shape[-1:] != (self.in_features,):
-            raise RuntimeError(f"Linear: expected input with last dimension {self.in_features} "
-                               f"(in_features), got input of shape {list(input.shape)}")
+            raise op_error("Linear", f"expected input with last dimension {self.in_features} "
+                                     f"(in_features), got input of shape {list(input.shape)}")
         return F.linear(input, self.weight, self.bias)
 
     def extra_repr(self):
