@@ -450,6 +450,12 @@ def measure_in_process(workload, system, timing, first_only=False, memory=False,
         if first_only:
             return result
         result.update(steady_state(call, *timing))
+        late = rel_error(to_numpy(call()), NUMPY_STEPS[workload](*arrays))
+        if not late < TOLERANCE:    # a later call (a replayed CUDA graph, say) went wrong
+            result["mismatch"] = [{"output": "all, after the timed calls", "rel_error": late}]
+            for key in ("median_ms", "min_ms"):
+                result.pop(key, None)
+            return result
         if memory:
             result["peak_bytes"] = peak_memory(call)
     except Exception as e:                      # e.g. torch.compile failing on this machine

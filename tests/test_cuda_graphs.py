@@ -60,6 +60,42 @@ def test_a_function_under_no_grad_replays_with_new_and_rewritten_arguments():
     assert graphed and graphed[0].off is None and graphed[0].replays >= 5
 
 
+def test_a_forward_and_its_backward_replay_lending_large_results():
+    """A compiled function with a backward, in a training loop: its forward and its backward
+    each replay a graph; their large outputs (the result, the values saved for backward, the
+    gradient) are lent, and the result the caller still holds from the previous step is
+    never written by the next."""
+    rng = np.random.default_rng(2)
+    n = 1 << 19     # 2 MiB of float32: lent, not copied
+    w = tg.tensor(rng.standard_normal(n), dtype=tg.float32, device="cuda", requires_grad=True)
+
+    @tg.compile(backend="cuda")
+    def f(x, w):
+        y = tg.tanh(x * w)
+        return y, (y * y).sum()
+
+    previous = None
+    for step in range(8):
+        x = tg.tensor(rng.standard_normal(n), dtype=tg.float32, device="cuda")
+        y, s = f(x, w)
+        s.backward()
+        grad = w.grad.cpu().numpy()
+        w.grad = None
+        xn, wn = x.cpu().numpy().astype(np.float64), w.detach().cpu().numpy().astype(np.float64)
+        want = np.tanh(xn * wn)
+        np.testing.assert_allclose(y.cpu().numpy(), want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(float(s), (want * want).sum(), rtol=1e-4)
+        np.testing.assert_allclose(grad, 2 * want * (1 - want * want) * xn, rtol=1e-4,
+                                   atol=1e-5)
+        if previous is not None:
+            np.testing.assert_array_equal(previous[0].cpu().numpy(), previous[1])
+        previous = (y, y.cpu().numpy().copy())
+    (v,) = f._variants
+    assert v.forward.off is None and v.forward.replays == 6, v.forward.off
+    assert v.backward.off is None and v.backward.replays == 6, v.backward.off
+    assert any(what == "lend" for slot in v.forward.slots for what, _ in slot.plan)
+
+
 @pytest.mark.parametrize("name", ["gpt_small", "dcgan", "vae"])
 def test_whole_training_step_replays_as_eager_trains(name, tmp_path, monkeypatch):
     """Parameters and optimizer state written in place, Adam's host step count, batches

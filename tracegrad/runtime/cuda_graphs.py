@@ -4,30 +4,32 @@ A whole compiled training step on the GPU makes hundreds of launches (its kernel
 calls, cuBLAS's products), each a few microseconds of Python and driver on the host, while
 the GPU waits; a graph launches all of them with one call (``Graphed``).
 
-Which variants (``unwanted`` says why not): on the CUDA tier, with no backward of their own
-(a whole step that calls ``backward`` and the optimizer inside, or a function under
-``no_grad``), with static shapes, no random draws (a replay would draw the same numbers)
-and no guard on a value inside the step (SGD's momentum read afresh: a host read).
-``TRACEGRAD_CUDA_GRAPHS=0`` turns graphs off. A step that writes tensors in place (a whole
-training step: parameters, optimizer state, ``.grad``) is replayed only with
+Which (``unwanted`` says why not): a variant's forward and its backward on the CUDA tier,
+each on its own, with static shapes; a forward with no random draws (a replay would draw
+the same numbers) and no guard on a value inside the step (SGD's momentum read afresh: a
+host read). ``TRACEGRAD_CUDA_GRAPHS=0`` turns graphs off. A forward that writes tensors in
+place (a whole training step: parameters, optimizer state, ``.grad``) is replayed only with
 ``TRACEGRAD_CUDA_GRAPHS=1``: on the H200 such steps (gpt_small, dcgan, vae) replayed as
 eager trains (tests/test_cuda_graphs.py), but their speed on the model zoo is not yet
 measured.
 
 How: calls 1 and 2 run as they are: CuPy loads the kernels, the workspaces fill, and the
-inputs whose arrays move from call to call show themselves. Call 3 records the forward on a
-stream of its own (allocations from a memory pool of its own) and launches the recording;
+inputs whose arrays move from call to call show themselves. Call 3 records the function on
+a stream of its own (allocations from a memory pool of its own) and launches the recording;
 later calls launch it again.
 
 - Inputs: an array that stayed put over calls 1 and 2 (a parameter, an optimizer's state)
-  is read where it is; one that moved (a batch), and a host array (a learning rate, a step
-  count), is copied into a buffer the graph reads, before each launch. A later call whose
-  fixed input moved records again with that input copied (at most ``MAX_CAPTURES`` times,
-  then the variant runs without a graph).
+  is read where it is; one that moved (a batch), and a host
+  array (a learning rate, a step count), is copied into a buffer the graph reads, before
+  each launch. A later call whose fixed input moved records again with that input copied
+  (at most ``MAX_CAPTURES`` times, then the function runs without a graph).
 - Outputs: the new values of the tensors the step writes go into them inside the graph (a
-  host one, the step count, is copied back after the launch); every other output is a
-  buffer of the graph, copied out after each launch, so the next launch never overwrites
-  a result a caller holds.
+  host one, the step count, is copied back after the launch). An output of
+  ``LEND_BYTES`` or more that the recording allocated (a gradient, a value saved for
+  backward) is handed out as it is, with no copy; a launch would overwrite it, so while a
+  caller still holds one (its reference count says so), the next call launches another
+  recording of the same function (up to ``MAX_SLOTS``; beyond that it runs without a
+  graph). Smaller outputs are copied out after each launch, so holding them costs nothing.
 - Matrix products: CuPy refuses cuBLAS while a stream records, so while recording, the
   generated code's ``matmul`` of float32 and float64 calls cuBLAS itself (``_gemm``,
   through ctypes) on a handle of the graph's.
@@ -36,28 +38,36 @@ later calls launch it again.
 """
 import ctypes
 import os
+import sys
 
 import numpy as np
 
 WARM_CALLS = 2
-MAX_CAPTURES = 4
+MAX_CAPTURES = 4    # recordings after fixed inputs moved, before the variant gives graphs up
+MAX_SLOTS = 3       # recordings replayed in turn while callers hold results lent earlier
+LEND_BYTES = 1 << 20    # outputs this large are handed out from the graph's own memory
 
 
-def unwanted(variant):
-    """Why ``variant`` (a CUDA one) runs without a graph, or None."""
+def unwanted(variant, part="forward"):
+    """Why ``variant``'s (a CUDA one) ``part``, "forward" or "backward", runs without a graph,
+    or None."""
     flag = os.environ.get("TRACEGRAD_CUDA_GRAPHS", "")
     if flag == "0":
         return "TRACEGRAD_CUDA_GRAPHS=0"
+    if variant.sizes is not None:
+        return "its shapes are dynamic"
+    code = variant.python_code
+    if part == "backward":
+        code = code[code.find("\ndef backward("):]
+        if "GuardFailure(" in code:
+            return "it checks a guard on a value (a host read a graph cannot make)"
+        return None
     if (variant.mutated or variant.n_extra) and flag != "1":
         return ("it writes tensors in place (a training step): such graphs are opt-in, "
                 "TRACEGRAD_CUDA_GRAPHS=1")
-    if variant.seeds:
-        return "it has a backward (its saved values would need copying out)"
-    if variant.sizes is not None:
-        return "its shapes are dynamic"
     if any(n.op == "random" for n in variant.forward_graph.nodes):
         return "it draws random numbers (a replay would draw the same ones)"
-    forward = variant.python_code[variant.python_code.find("\ndef forward("):]
+    forward = code[code.find("\ndef forward("):code.find("\ndef backward(")]
     if "GuardFailure(" in forward:
         return "it checks a guard on a value inside the step (a host read a graph cannot make)"
     return None
@@ -70,24 +80,49 @@ def _key(a):
     return (a.data.ptr, a.shape, a.strides, a.dtype.str)
 
 
-class Graphed:
-    """``variant``'s generated forward ``fn``, run on GPU ``index`` through a CUDA graph once
-    warm (see the module docstring). ``replays`` counts the launches of a recording."""
+def _refs(arrays):
+    """How many references each of ``arrays`` has (compared with the count right after
+    recording: more means a caller still holds it)."""
+    return [sys.getrefcount(a) for a in arrays]
 
-    def __init__(self, variant, fn, cp, index):
+
+class _Slot:
+    """One recording: its ``graph``, the memory ``pool`` it allocated from, the ``buffers``
+    its moving inputs are copied into, and ``plan``, where each output comes from:
+    ``("input", i)``, ``("lend", j)`` (``lent[j]``, the graph's own buffer, handed out as it
+    is) or ``("copy", array)`` (a buffer the graph writes, copied out after each launch)."""
+
+    def free(self):
+        """Whether no caller still holds an output this recording lent: a launch would
+        overwrite it."""
+        return _refs(self.lent) == self.base
+
+
+class Graphed:
+    """A generated function ``fn`` (a variant's forward or backward) on GPU ``index``, run
+    through a CUDA graph once warm (see the module docstring). ``mutated``: the arguments
+    whose new values are its outputs from ``n_results`` on. ``replays`` counts launches of
+    recordings, ``held`` the calls run without one because callers held every recording's
+    lent outputs."""
+
+    def __init__(self, fn, cp, index, namespace, n_results, mutated=()):
         self.fn, self.cp, self.index = fn, cp, index
-        self.namespace = variant.namespace
-        self.n_results = variant.n_results
-        self.mutated = list(variant.mutated)
-        self.calls = self.captures = self.replays = 0
+        self.namespace = namespace
+        self.n_results = n_results
+        self.mutated = list(mutated)
+        self.calls = self.captures = self.replays = self.held = 0
         self.seen, self.moving = None, set()
-        self.graph = self.off = None
+        self.slots, self.retired, self.baked = [], [], {}
+        self.off = None
         self.__wrapped__ = fn
 
     def __call__(self, *arrays):
         cp = self.cp
         with cp.cuda.Device(self.index):
             if self.off is not None:
+                return self._plain(arrays)
+            if any(not hasattr(a, "shape") for a in arrays):
+                self.off = "an argument is not an array"
                 return self._plain(arrays)
             keys = [_key(a) for a in arrays]
             self.calls += 1
@@ -97,37 +132,58 @@ class Graphed:
                                     if k != s}
                 self.seen = keys
                 return self._plain(arrays)
-            if self.graph is not None:
+            if self.slots:
                 moved = {i for i, k in self.baked.items() if keys[i] != k}
                 if moved:
                     self.moving |= moved
-                    self.graph = None
-            if self.graph is None:
-                if self.captures >= MAX_CAPTURES:
+                    self._retire()
+            slot = next((s for s in self.slots if s.free()), None)
+            if slot is None:
+                if not self.slots and self.captures >= MAX_CAPTURES:
                     self.off = f"its inputs kept moving ({MAX_CAPTURES} recordings)"
                     return self._plain(arrays)
+                if len(self.slots) >= MAX_SLOTS:
+                    self.held += 1
+                    return self._plain(arrays)
                 try:
-                    self._capture(arrays, keys)
+                    slot = self._capture(arrays, keys)
                 except Exception as e:      # noqa: BLE001 - what recording refused
                     self.off = f"recording failed ({type(e).__name__}: {e}){_where(e)}"
-                    self.graph = None
+                    self._retire()
                     return self._plain(arrays)
-            return self._launch(arrays)
+                slot.base = _refs(slot.lent)
+                self.slots.append(slot)
+            return self._launch(slot, arrays)
 
     def _plain(self, arrays):
         host = np.ndarray
         return self.fn(*[self.cp.asarray(a) if type(a) is host else a for a in arrays])
 
+    def _retire(self):
+        """Drop the recordings; their pools keep the memory of outputs callers still hold."""
+        for slot in self.slots:
+            slot.pool.free_all_blocks()
+            self.retired.append(slot.pool)
+        self.slots = []
+
     def _capture(self, arrays, keys):
         cp = self.cp
-        self.captures += 1
-        self.baked = {i: k for i, k in enumerate(keys)
-                      if k[0] != "host" and i not in self.moving}
-        self.buffers = {i: (cp.asarray(a) if type(a) is np.ndarray else a.copy())
+        if not self.slots:      # the first recording for these fixed inputs
+            self.captures += 1
+            self.baked = {i: k for i, k in enumerate(keys)
+                          if k[0] != "host" and i not in self.moving}
+        slot = _Slot()
+        slot.buffers = {i: (cp.asarray(a) if type(a) is np.ndarray else a.copy())
                         for i, a in enumerate(arrays) if i not in self.baked}
-        inputs = [self.buffers.get(i, a) for i, a in enumerate(arrays)]
-        self.pool = cp.cuda.MemoryPool()
-        self.stream = stream = cp.cuda.Stream(non_blocking=True)
+        inputs = [slot.buffers.get(i, a) for i, a in enumerate(arrays)]
+        slot.pool = pool = cp.cuda.MemoryPool()
+        mine = []   # [start, end) of what the recording allocated: its outputs may be lent
+
+        def malloc(nbytes):
+            ptr = pool.malloc(nbytes)
+            mine.append((ptr.ptr, ptr.ptr + nbytes))
+            return ptr
+        slot.stream = stream = cp.cuda.Stream(non_blocking=True)
         try:
             gemm = _Gemm(cp, stream)
         except ImportError:     # no CuPy's cuBLAS bindings: a product will refuse to record
@@ -135,7 +191,7 @@ class Graphed:
         ns = self.namespace
         real = ns["np"]
         cp.cuda.get_current_stream().synchronize()
-        with stream, cp.cuda.using_allocator(self.pool.malloc):
+        with stream, cp.cuda.using_allocator(malloc):
             ns["np"] = _Recording(real, gemm or real.matmul)
             stream.begin_capture()
             try:
@@ -152,38 +208,43 @@ class Graphed:
                     graph, ended = None, e
         if ended is not None:
             raise ended
-        self.gemm = gemm
+        slot.gemm, slot.graph = gemm, graph
         written = {self.n_results + j: i for j, i in enumerate(self.mutated)}
-        plan = []
+        slot.plan, slot.lent = [], []
         for k, o in enumerate(outs):
             src = written.get(k, next((i for i, a in enumerate(inputs) if o is a), None))
             if src is not None:
-                plan.append(("input", src))
-            elif type(o) is cp.ndarray:
-                plan.append(("copy", o))
-            else:
+                slot.plan.append(("input", src))
+            elif type(o) is not cp.ndarray:
                 raise RuntimeError(f"output {k} is computed on the host ({type(o).__name__})")
-        self.plan = plan
-        self.graph = graph
+            elif o.nbytes >= LEND_BYTES and any(s <= o.data.ptr < e for s, e in mine):
+                slot.plan.append(("lend", len(slot.lent)))
+                slot.lent.append(o)
+            else:
+                slot.plan.append(("copy", o))
+        return slot
 
-    def _launch(self, arrays):
+    def _launch(self, slot, arrays):
         cp = self.cp
         stream = cp.cuda.get_current_stream()
-        for i, buf in self.buffers.items():
+        for i, buf in slot.buffers.items():
             a = arrays[i]
             if type(a) is np.ndarray:
                 buf.set(a, stream=stream)
             else:
                 cp.copyto(buf, a)
-        self.graph.launch(stream)
+        slot.graph.launch(stream)
         self.replays += 1
         outs = []
-        for what, x in self.plan:
+        for what, x in slot.plan:
+            if what == "lend":
+                outs.append(slot.lent[x])
+                continue
             if what == "copy":
                 outs.append(x.copy())
                 continue
             a = arrays[x]
-            buf = self.buffers.get(x)
+            buf = slot.buffers.get(x)
             if buf is not None and x in self.mutated:    # a copied input the step wrote
                 if type(a) is np.ndarray:
                     a[...] = buf.get()

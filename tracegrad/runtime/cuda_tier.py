@@ -73,12 +73,17 @@ def place(variant, constants):
             if isinstance(obj, np.ndarray):
                 ns[name] = cp.asarray(obj)
     variant.graph_off = cuda_graphs.unwanted(variant)
-    if variant.graph_off is None:   # a whole step: replayed as one CUDA graph once warm
-        variant.forward = cuda_graphs.Graphed(variant, variant.forward, cp, index)
+    if variant.graph_off is None:   # replayed as one CUDA graph once warm
+        variant.forward = cuda_graphs.Graphed(variant.forward, cp, index, ns,
+                                              variant.n_results, variant.mutated)
     else:
         variant.forward = on_device(variant.forward, cp, index)
     if variant.backward is not None:
-        variant.backward = on_device(variant.backward, cp, index)
+        variant.backward_graph_off = cuda_graphs.unwanted(variant, "backward")
+        if variant.backward_graph_off is None:
+            variant.backward = cuda_graphs.Graphed(variant.backward, cp, index, ns, 0)
+        else:
+            variant.backward = on_device(variant.backward, cp, index)
     variant.on_device = lambda: cp.cuda.Device(index)
     ndarray = cp.ndarray
 
