@@ -83,13 +83,13 @@ def test_a_forward_and_its_backward_replay_lending_large_results():
         w.grad = None
         xn, wn = x.cpu().numpy().astype(np.float64), w.detach().cpu().numpy().astype(np.float64)
         want = np.tanh(xn * wn)
-        np.testing.assert_allclose(y.cpu().numpy(), want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(y.detach().cpu().numpy(), want, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(float(s), (want * want).sum(), rtol=1e-4)
         np.testing.assert_allclose(grad, 2 * want * (1 - want * want) * xn, rtol=1e-4,
                                    atol=1e-5)
         if previous is not None:
-            np.testing.assert_array_equal(previous[0].cpu().numpy(), previous[1])
-        previous = (y, y.cpu().numpy().copy())
+            np.testing.assert_array_equal(previous[0].detach().cpu().numpy(), previous[1])
+        previous = (y, y.detach().cpu().numpy().copy())
     (v,) = f._variants
     assert v.forward.off is None and v.forward.replays == 6, v.forward.off
     assert v.backward.off is None and v.backward.replays == 6, v.backward.off
@@ -111,7 +111,6 @@ def test_whole_training_step_replays_as_eager_trains(name, tmp_path, monkeypatch
                   for m, mod in step.models.items() for k, p in mod.named_parameters()}
         return losses, params, compiled
 
-    monkeypatch.setenv("TRACEGRAD_CUDA_GRAPHS", "1")     # whole steps: opt-in
     eager_losses, eager_params, _ = train("eager", "cpu")
     losses, params, compiled = train("step", "cuda")
     graphed = _graphed(compiled[0])

@@ -87,7 +87,6 @@ def test_a_whole_cuda_step_records_without_host_transfers(name, tmp_path, monkey
     zoo.save_weights(tg, name, zoo.config(name, "small"), weights)
     fake_cupy.install(monkeypatch)
     monkeypatch.setattr(fake_cupy.STATE, "record_eagerly", True)
-    monkeypatch.setenv("TRACEGRAD_CUDA_GRAPHS", "1")     # whole steps: opt-in
     _, _, compiled, _ = train(name, "step", weights, device="cuda")
     variants = compiled[0]._variants
     if name == "lstm_lm":   # SGD's momentum is read afresh and checked inside the step

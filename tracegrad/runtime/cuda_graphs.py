@@ -7,11 +7,10 @@ the GPU waits; a graph launches all of them with one call (``Graphed``).
 Which (``unwanted`` says why not): a variant's forward and its backward on the CUDA tier,
 each on its own, with static shapes; a forward with no random draws (a replay would draw
 the same numbers) and no guard on a value inside the step (SGD's momentum read afresh: a
-host read). ``TRACEGRAD_CUDA_GRAPHS=0`` turns graphs off. A forward that writes tensors in
-place (a whole training step: parameters, optimizer state, ``.grad``) is replayed only with
-``TRACEGRAD_CUDA_GRAPHS=1``: on the H200 such steps (gpt_small, dcgan, vae) replayed as
-eager trains (tests/test_cuda_graphs.py), but their speed on the model zoo is not yet
-measured.
+host read). ``TRACEGRAD_CUDA_GRAPHS=0`` turns graphs off. A whole training step (a forward
+that writes parameters, optimizer state and ``.grad`` in place) is replayed too: on an H200
+the gpt_small, dcgan and vae steps replayed as eager trains (tests/test_cuda_graphs.py),
+and gpt_small's step took 0.99 ms replayed against 6.40 ms without a graph.
 
 How: calls 1 and 2 run as they are: CuPy loads the kernels, the workspaces fill, and the
 inputs whose arrays move from call to call show themselves. Call 3 records the function on
@@ -51,8 +50,7 @@ LEND_BYTES = 1 << 20    # outputs this large are handed out from the graph's own
 def unwanted(variant, part="forward"):
     """Why ``variant``'s (a CUDA one) ``part``, "forward" or "backward", runs without a graph,
     or None."""
-    flag = os.environ.get("TRACEGRAD_CUDA_GRAPHS", "")
-    if flag == "0":
+    if os.environ.get("TRACEGRAD_CUDA_GRAPHS", "") == "0":
         return "TRACEGRAD_CUDA_GRAPHS=0"
     if variant.sizes is not None:
         return "its shapes are dynamic"
@@ -62,9 +60,6 @@ def unwanted(variant, part="forward"):
         if "GuardFailure(" in code:
             return "it checks a guard on a value (a host read a graph cannot make)"
         return None
-    if (variant.mutated or variant.n_extra) and flag != "1":
-        return ("it writes tensors in place (a training step): such graphs are opt-in, "
-                "TRACEGRAD_CUDA_GRAPHS=1")
     if any(n.op == "random" for n in variant.forward_graph.nodes):
         return "it draws random numbers (a replay would draw the same ones)"
     forward = code[code.find("\ndef forward("):code.find("\ndef backward(")]
