@@ -58,7 +58,7 @@ def test_elementwise_text_is_pinned():
     assert pinned(chain, tg.randn(8)) == textwrap.dedent("""\
         // fused0: exp mul add; one pass over [8], one thread an element
         extern "C" __global__ void forward_fused0(const float *__restrict__ x_, float *__restrict__ out_) {
-          for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < 8; j += gridDim.x * (long long)blockDim.x) {
+          for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < 8; j += gridDim.x * blockDim.x) {
             const float x = x_[j];
             const float t0 = exp(x);
             const float t1 = t0 * 2.0f;
@@ -106,7 +106,7 @@ def test_reduction_over_every_element_text_is_pinned():
                                                   double *__restrict__ out_parts) {
           __shared__ double tg_red_double[33];  // a block reduction's warps, then its result
           double out_acc = 0.0;
-          for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < 1000; j += gridDim.x * (long long)blockDim.x) {
+          for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < 1000; j += gridDim.x * blockDim.x) {
             const double x = x_[j];
             const double t0 = x * x;
             out_acc = out_acc + (double)t0;
@@ -115,14 +115,16 @@ def test_reduction_over_every_element_text_is_pinned():
           if (threadIdx.x == 0) out_parts[blockIdx.x] = out_acc;
         }
 
-        // fused0's reductions over the rows: the blocks' parts, combined in block order
+        // fused0's reductions over the rows: the blocks' parts, combined in a fixed order, a block a slot
         extern "C" __global__ void forward_fused0_combine(const double *__restrict__ out_parts,
                                                           double *__restrict__ out_,
                                                           const long long blocks) {
-          for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < 1; i += gridDim.x * (long long)blockDim.x) {
-            double total = out_parts[i];
-            for (long long b = 1; b < blocks; b++) total = total + out_parts[b * 1 + i];
-            out_[i] = (double)total;
+          __shared__ double tg_red_double[33];  // the block reduction's
+          for (long long i = blockIdx.x; i < 1; i += gridDim.x) {
+            double total = 0.0;
+            for (long long b = threadIdx.x; b < blocks; b += blockDim.x) total = total + out_parts[b * 1 + i];
+            total = tg_block_add_double(total, tg_red_double);
+            if (threadIdx.x == 0) out_[i] = (double)total;
           }
         }""")
 
@@ -220,7 +222,8 @@ def _rowsum(x, b):
 PROGRAMS = {"elementwise": (_chain, [(5, 3), (3,)], None),
             "softmax": (_softmax, [(37, 50)], None),
             "total": (_total, [(3000,)], None),
-            "colsum": (_colsum, [(40, 7), (7,)], None),
+            "colsum": (_colsum, [(40, 7), (7,)], None),     # a block a column combines
+            "colsum_wide": (_colsum, [(12, 70), (70,)], None),  # a thread a column combines
             "rowmax_sum": (_rowmax_sum, [(20, 9)], None),
             "centered": (_centered, [(6, 70)], None),
             "dynamic": (_rowsum, [(9, 70), (70,)], True)}
