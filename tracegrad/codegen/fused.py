@@ -47,6 +47,8 @@ from . import python as py
 CHUNK_MIN = 1 << 19         # elements in the domain from which a group runs in chunks
 CHUNK_ELEMS = 1 << 17       # elements per chunk
 THREADS = max_threads()     # buffer sets a chunked kernel keeps; get_num_threads() run
+REUSED_BYTES = 1 << 20      # outputs this large reuse earlier calls' arrays (support.Outputs)
+
 
 class Scratch:
     """Scratch buffers of one kernel: taken and given back while the kernel is written, so
@@ -262,13 +264,27 @@ def emit_call(em, plan, namer, ws, label, slot_of=None):
     out = []
     for op in kernel.outputs:
         slot = (slot_of or {}).get(op.value)
-        out.append(f"{op.name} = {ws}.{slot}" if slot else
-                   f"{op.name} = np.empty({op.value.shape!r}, dtype={em.scalar(op.dtype)})")
+        if slot:
+            out.append(f"{op.name} = {ws}.{slot}")
+        elif _reused(em, op):
+            out.append(f"{op.name} = _outputs.take({op.name!r}, {op.value.shape!r}, "
+                       f"{em.scalar(op.dtype)})")
+        else:
+            out.append(f"{op.name} = np.empty({op.value.shape!r}, dtype={em.scalar(op.dtype)})")
     args = [i.name for i in kernel.inputs] + [op.name for op in kernel.outputs] + [ws]
     lhs = "".join(f"{op.name}, " for op in kernel.partials)
     out.append(f"{lhs}= {kernel.name}({', '.join(args)})" if lhs else
                f"{kernel.name}({', '.join(args)})")
     return [(comment if k == 0 else None, s) for k, s in enumerate(out)]
+
+
+def _reused(em, op):
+    """Whether output ``op`` of a group comes from ``support.Outputs`` (arrays of earlier calls
+    reused): on the CPU (CuPy's memory pool reuses GPU memory already), of a known shape, and
+    at least ``REUSED_BYTES`` (smaller ones come from memory the process already has)."""
+    shape = op.value.shape
+    return (getattr(em, "device", "cpu") == "cpu" and all(type(d) is int for d in shape)
+            and math.prod(shape) * np.dtype(op.dtype.np).itemsize >= REUSED_BYTES)
 
 
 def workspace_spec(plan):

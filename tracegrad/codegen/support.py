@@ -1,5 +1,8 @@
 """What generated modules import besides NumPy: guard failures and primitive
 implementations for ops that have no one-line NumPy template."""
+import threading
+from sys import getrefcount as _getrefcount
+
 import numpy as np
 
 from tracegrad import dtypes  # noqa: F401 - generated code names dtypes in params
@@ -48,6 +51,42 @@ P = _Primitives()
 
 
 # fused groups ---------------------------------------------------------------------------------
+
+class Outputs:
+    """Large output arrays of a compiled function's groups, reused from call to call.
+
+    Fresh memory this large comes from the system a page at a time, zeroed when first
+    written: 3 ms for a 40 MB result here, as long as a fused pass over it. So
+    ``take(name, shape, dtype)`` (a group's output ``name``) hands back an array an earlier
+    call made there that nothing refers to any more (no result, view, tensor or saved value
+    holds it: its reference count says so), else a new one, and keeps up to ``KEEP`` of them
+    for later calls. Its old contents are never read: the group writes every element. Each
+    thread has arrays of its own, so two threads never take the same one."""
+    KEEP = 2        # a loop that holds the previous call's result while it makes the next
+
+    def __init__(self):
+        self._local = threading.local()
+
+    def take(self, name, shape, dtype):
+        pools = self._local.__dict__.setdefault("pools", {})
+        kept = pools.setdefault(name, [])
+        for a, count in zip(kept, _counts(kept)):
+            if count == _UNHELD:
+                return a
+        a = np.empty(shape, dtype)
+        if len(kept) < self.KEEP:
+            kept.append(a)
+        return a
+
+
+def _counts(arrays):
+    """The reference count of each of ``arrays``, as seen from here: ``_UNHELD`` for one
+    that only the list refers to."""
+    return [_getrefcount(a) for a in arrays]
+
+
+_UNHELD = _counts([object()])[0]
+
 
 # A dynamic workspace keeps buffer sets for the sizes it saw last, up to this many bytes in
 # all (a training loop's few batch sizes, or W2's 64, reuse their buffers; past the budget

@@ -368,10 +368,12 @@ def _generate(v, traced, label, title):
     body = "\n".join(em.kernels + [fsrc, bsrc or ""])
     imports = []
     used = [n for n, mark in (("GuardFailure", "GuardFailure("), ("P", "P."),
-                              ("Workspace", "_workspace."), ("run_chunks", "run_chunks("))
-            if mark in body]
+                              ("Workspace", "_workspace."), ("run_chunks", "run_chunks("),
+                              ("Outputs", "_outputs.")) if mark in body]
     if used:
         imports.append(f"from tracegrad.codegen.support import {', '.join(used)}")
+    if "Outputs" in used:   # large results: earlier calls' arrays, once nothing holds them
+        workspaces.append("_outputs = Outputs()")
     for name, obj in em.helpers.items():   # the primitives' helpers, imported by name
         imports.append(f"from {obj.__module__} import {obj.__name__}"
                        + (f" as {name}" if name != obj.__name__ else ""))
