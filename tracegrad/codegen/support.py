@@ -70,8 +70,8 @@ class Outputs:
     def take(self, name, shape, dtype):
         pools = self._local.__dict__.setdefault("pools", {})
         kept = pools.setdefault(name, [])
-        for a, count in zip(kept, _counts(kept)):
-            if count == _UNHELD:
+        for a, other in zip(kept, held(kept)):
+            if not other:
                 return a
         a = np.empty(shape, dtype)
         if len(kept) < self.KEEP:
@@ -79,13 +79,17 @@ class Outputs:
         return a
 
 
+def held(arrays):
+    """For each of ``arrays`` (a list), whether anything besides the list refers to it (a
+    result, a view, a tensor, a value saved for backward): its reference count says so."""
+    return [count != _UNHELD for count in _counts(arrays)]
+
+
 def _counts(arrays):
-    """The reference count of each of ``arrays``, as seen from here: ``_UNHELD`` for one
-    that only the list refers to."""
     return [_getrefcount(a) for a in arrays]
 
 
-_UNHELD = _counts([object()])[0]
+_UNHELD = _counts([object()])[0]    # the count of an object only a list refers to
 
 
 # A dynamic workspace keeps buffer sets for the sizes it saw last, up to this many bytes in

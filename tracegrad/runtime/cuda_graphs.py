@@ -76,8 +76,9 @@ def _key(a):
 
 
 def _refs(arrays):
-    """How many references each of ``arrays`` has (compared with the count right after
-    recording: more means a caller still holds it)."""
+    """How many references each of ``arrays`` has, compared with the count right after
+    recording (more means a caller still holds it; the count is not ``support.held``'s,
+    as the library that recorded may keep references of its own)."""
     return [sys.getrefcount(a) for a in arrays]
 
 
