@@ -15,7 +15,8 @@ bandwidth and the aims of the CUDA issue, each marked met or NOT met:
   events: the device time of the fused pass, without the host's time between launches);
 - every workload: tracegrad compiled's and whole step's medians at or under torch.compile's;
 - compile time: tracegrad compiled's first call minus its median <= 1 s per workload, and
-  about 0 in a second process, where CuPy's kernel cache on disk is warm.
+  about 0 in a second process, where CuPy's kernel cache on disk is warm; and the CUDA
+  tier's build of each variant (its source rendered, then NVRTC), timed apart.
 
 Each row runs in a fresh process (this file with ``--child``), as suite.py does; a timed call
 returns once the device has finished (``cuda.synchronize``). The copy bandwidth is the best of
@@ -49,11 +50,29 @@ def child(workload, system, quick, seconds=None):
     if seconds:
         timing = (min(timing[0], seconds / 2), seconds, timing[2])
     launches = record_launches() if system in OURS and workload == "W1_10M" else None
+    builds = record_builds() if system.startswith("tracegrad") else []
     row = measure_in_process(workload, system.split(",")[0], timing, device="cuda")
     row["system"] = system
     if launches and "median_ms" in row:
         row["kernel_ms"] = kernel_time(launches)
+    if builds:
+        row["build_ms"] = builds
     return row
+
+
+def record_builds():
+    """The milliseconds each CUDA tier build takes from now on (rendering the source, then
+    NVRTC through CuPy, or CuPy's disk cache when warm), one entry a variant."""
+    from tracegrad.runtime import cuda_tier
+    builds, start = [], cuda_tier._start
+
+    def timed(variant):
+        try:
+            return start(variant)
+        finally:
+            builds.append(round(getattr(variant, "cuda_seconds", 0.0) * 1e3, 1))
+    cuda_tier._start = timed
+    return builds
 
 
 def record_launches():
@@ -167,6 +186,11 @@ def print_aims(rows, workloads, bandwidth):
         print(f"  {workload} {system} at or under torch.compile: {ours:.3f} vs {peer:.3f} ms: "
               + ("met" if ours <= peer else "NOT met"))
     for system, what in (("tracegrad compiled", "cold"), (WARM, "warm CuPy cache")):
+        builds = [f"{w} {'/'.join(map(str, by[(w, system)]['build_ms']))} ms"
+                  for w in workloads if by.get((w, system), {}).get("build_ms")]
+        if builds:
+            print(f"  CUDA tier build (render + NVRTC) per variant, {what}, <= {COMPILE_AIM_MS} "
+                  f"ms: " + "; ".join(builds))
         parts = []
         for workload in workloads:
             r = by.get((workload, system), {})
