@@ -108,6 +108,41 @@ def test_batched_weight_gradient_is_one_gemm(transposed):
     _check_values(graph, new)
 
 
+@pytest.mark.parametrize("transposed", [False, True])
+def test_batched_weight_gradient_transposed_per_matrix_is_one_gemm(transposed):
+    """The traced backward of ``x @ W.T`` over a batch: ``sum((g^T @ x)^T, 0)``, the
+    transposes and a stop_gradient between the nodes, is one GEMM as well."""
+    b = _G()
+    a, g = b.input(3, 4, 5), b.input(3, 4, 6)
+    prod = b("stop_gradient", b("matmul", b("permute", a, dims=(0, 2, 1)), g))
+    summed = b("sum", b("permute", prod, dims=(0, 2, 1)), dims=(0,), dtype=None, keepdim=True)
+    out = b("reshape", summed, shape=(6, 5))
+    if transposed:
+        out = b("permute", out, dims=(1, 0))
+    graph = b.graph(out)
+    new = _stacked(graph)
+    assert _ops(new) == ["reshape", "reshape", "permute", "matmul"]
+    assert [v.shape for v in new.nodes[-1].inputs] == ([(5, 12), (12, 6)] if transposed
+                                                      else [(6, 12), (12, 5)])
+    _check_values(graph, new)
+
+
+def test_batched_product_reshaped_otherwise_keeps_its_transpose():
+    """A reshape below the outer transpose that is not the summed matrix (here [3, 10] of a
+    [6, 5] sum) is not the weight's gradient transposed: the GEMM gives the [6, 5] sum, and
+    the reshape and the transpose stay."""
+    b = _G()
+    a, g = b.input(3, 4, 5), b.input(3, 4, 6)
+    prod = b("matmul", b("permute", a, dims=(0, 2, 1)), g)
+    summed = b("sum", b("permute", prod, dims=(0, 2, 1)), dims=(0,), dtype=None, keepdim=False)
+    out = b("permute", b("reshape", summed, shape=(3, 10)), dims=(1, 0))
+    graph = b.graph(out)
+    new = _stacked(graph)
+    assert _ops(new) == ["reshape", "reshape", "permute", "matmul", "reshape", "permute"]
+    assert new.nodes[3].out.shape == (6, 5)
+    _check_values(graph, new)
+
+
 def test_batched_product_read_elsewhere_is_left_alone():
     b = _G()
     a, g = b.input(3, 4, 5), b.input(3, 4, 6)
