@@ -163,6 +163,24 @@ def test_batch_times_matrix_is_one_gemm_of_the_rows():
     _check_values(graph, new)
 
 
+@pytest.mark.parametrize("steps, rows, copied", [(3, 2, True), (2, 2, False), (3, 5, False)])
+def test_transposed_matrix_of_many_small_gemms_is_copied_once(steps, rows, copied):
+    """``h_t @ W.T`` step after step: one copy of ``W.T`` in its own layout that every GEMM
+    reads, where there are ``MIN_TERMS`` GEMMs or more and their rows are few."""
+    b = _G()
+    w = b.input(8, 5)
+    wt = b("permute", w, dims=(1, 0))
+    outs = [b("matmul", b.input(rows, 5), wt) for _ in range(steps)]
+    graph = b.graph(*outs)
+    new = _stacked(graph)
+    clones = [n for n in new.nodes if n.op == "clone"]
+    assert len(clones) == (1 if copied else 0)
+    if copied:
+        assert clones[0].inputs == (wt,)
+        assert all(n.inputs[1] is clones[0].out for n in new.nodes if n.op == "matmul")
+    _check_values(graph, new)
+
+
 def _rnn_step(torch, cell, head, opt):
     def train_step(xs, y):
         opt.zero_grad()
