@@ -181,6 +181,28 @@ def test_transposed_matrix_of_many_small_gemms_is_copied_once(steps, rows, copie
     _check_values(graph, new)
 
 
+@pytest.mark.parametrize("bias_shape, applies", [((6,), True), ((1, 1, 6), True),
+                                                 ((4, 6), False), (None, True)])
+def test_bias_of_a_batch_viewed_as_rows_goes_on_the_rows(bias_shape, applies):
+    """``(x @ W + bias).view(-1, N)``: the bias is added to the stacked GEMM's rows, with no
+    reshape between the product, the add and the view's value (so the add can fuse into what
+    reads the rows); a bias that varies along the batch too is left on the batch."""
+    b = _G()
+    x, w = b.input(3, 4, 5), b.input(5, 6)
+    bias = 0.5 if bias_shape is None else b.input(*bias_shape)
+    out = b("reshape", b("add", b("matmul", x, w), bias), shape=(12, 6))
+    graph = b.graph(out)
+    new = _stacked(graph)
+    last = new.nodes[-1]
+    if applies:
+        assert last.op == "add" and last.out is out
+        assert last.inputs[0].shape == (12, 6)
+        assert _ops(new).count("reshape") == (2 if bias_shape == (1, 1, 6) else 1)
+    else:
+        assert last.op == "reshape" and _ops(new)[-2] == "add"
+    _check_values(graph, new)
+
+
 def _rnn_step(torch, cell, head, opt):
     def train_step(xs, y):
         opt.zero_grad()

@@ -34,7 +34,9 @@ LSTM language model's decoder: one [1000, 512] x [512, 128] GEMM instead of 32 G
 16 MB [32, 1000, 128] temporary and its sum).
 
 A batch of matrices times one matrix (a Linear over ``[B, T, K]``) is one GEMM of the
-``B * T`` rows, reshaped back: NumPy's matmul runs it as ``B`` GEMMs of ``T`` rows.
+``B * T`` rows, reshaped back: NumPy's matmul runs it as ``B`` GEMMs of ``T`` rows. Its
+bias, where the batch is then viewed as rows (``decoder(x).view(-1, N)``), is added to the
+rows, so that it fuses into what reads them.
 
 A transposed matrix that many GEMMs of few rows read (an LSTM's ``h_t @ W_hh.T``, step after
 step) is copied once into its own layout: NumPy's GEMM of 16 rows by a transposed [128, 512]
@@ -70,9 +72,11 @@ def stack_steps(graph):
             if found is not None:
                 replaced[n] = _flattened(n, *found)
                 claimed.update(found[3])
+    readers = graph.users()
     for n in graph.nodes:
         if n.op == "matmul" and _batch_by_matrix(n):
             replaced[n] = _rows_stacked(n)
+            _bias_on_rows(n, replaced, readers, uses)
     _copy_shared_transposes(graph, replaced)
     if not replaced:
         return graph
@@ -246,6 +250,43 @@ def _copy_shared_transposes(graph, replaced):
         replaced[n] = [n, Node("clone", [n.out], {}, copy, n.site)]
         for m in few:
             replaced[m] = [Node(m.op, [m.inputs[0], copy], m.params, m.out, m.site)]
+
+
+def _bias_on_rows(n, replaced, readers, uses):
+    """Where ``n``'s product (just stacked by rows) is only read by an elementwise op with an
+    operand that varies along the last axis alone (a Linear's bias), itself only reshaped to
+    the stacked rows (a language model's logits viewed as [B * T, N] for its loss), add to
+    ``replaced`` that op on the stacked product, defining the reshape's value: no reshapes
+    between the product, the op and what reads it, so the op fuses into its reader's loop
+    (the loss's softmax) instead of a NumPy pass over the batch of its own."""
+    ew = _only_reader(n.out, readers, uses)
+    if ew is None or ew.prim.kind != "elementwise" or len(ew.inputs) != 2 or ew in replaced:
+        return
+    view = _only_reader(ew.out, readers, uses)
+    prod = replaced[n][-2].out      # the stacked GEMM's [B * T, N]
+    if view is None or view.op != "reshape" or view in replaced \
+            or view.out.shape != prod.shape or ew.out.shape != n.out.shape:
+        return
+    other = ew.inputs[1] if ew.inputs[0] is n.out else ew.inputs[0]
+    new = []
+    if type(other) is Value:
+        if other is n.out or any(d != 1 for d in other.shape[:-1]) or not _static(other):
+            return
+        if other.ndim > 1:
+            flat = Value(infer_aval("reshape", [other], {"shape": other.shape[-1:]}))
+            new.append(Node("reshape", [other], {"shape": other.shape[-1:]}, flat, ew.site))
+            other = flat
+    ins = [prod if v is n.out else other for v in ew.inputs]
+    if infer_aval(ew.op, ins, ew.params) != view.out.aval:
+        return
+    replaced[ew] = []
+    replaced[view] = new + [Node(ew.op, ins, ew.params, view.out, ew.site)]
+
+
+def _only_reader(v, readers, uses):
+    """The one node that reads ``v``, where nothing else (nor the outputs) does."""
+    found = readers.get(v, ())
+    return found[0] if uses[v] == 1 and len(found) == 1 else None
 
 
 def _column_sum(v, defs, uses):
