@@ -11,7 +11,8 @@ and an int as its value, wherever they stand), so an unrolled loop's ten thousan
 made; ``CHECK`` compares every statement with its own parse. ``load`` registers the
 source with ``linecache`` under a unique file name (or writes it to a real file under
 ``TRACEGRAD_DUMP``), then executes it: a traceback through the generated code shows
-its lines.
+its lines. A function whose frame nearly fills one of CPython's frame-stack chunks gets its
+value stack grown past one (``_own_chunk``), so that the calls it makes find room.
 """
 import ast
 import itertools

@@ -41,7 +41,7 @@ rows, so that it fuses into what reads them.
 A transposed matrix that many GEMMs of few rows read (an LSTM's ``h_t @ W_hh.T``, step after
 step) is copied once into its own layout: NumPy's GEMM of 16 rows by a transposed [128, 512]
 matrix takes 42 us against 25 us by a contiguous one (OpenBLAS, one thread), and the copy
-costs about three of those differences.
+costs about four of those differences.
 
 Sums round differently: one GEMM's accumulation order instead of ``T`` GEMMs and a chain
 of additions (float rounding, as any BLAS's blocking changes it).
@@ -77,7 +77,7 @@ def stack_steps(graph):
         if n.op == "matmul" and _batch_by_matrix(n):
             replaced[n] = _rows_stacked(n)
             _bias_on_rows(n, replaced, readers, uses)
-    _copy_shared_transposes(graph, replaced)
+    _copy_shared_transposes(graph, replaced, readers)
     if not replaced:
         return graph
     nodes = [m for n in graph.nodes for m in replaced.get(n, (n,))]
@@ -232,11 +232,10 @@ def _rows_stacked(n):
             Node("reshape", [prod], {"shape": n.out.shape}, n.out, n.site)]
 
 
-def _copy_shared_transposes(graph, replaced):
+def _copy_shared_transposes(graph, replaced, readers):
     """Add to ``replaced``: a ``clone`` after each 2-D ``permute`` that ``MIN_TERMS`` or more
     GEMMs of few rows (fewer than either side of the matrix) read as their right operand,
     and those GEMMs reading the clone instead."""
-    readers = graph.users()
     for n in graph.nodes:
         if n.op != "permute" or n in replaced or tuple(n.params["dims"]) != (1, 0) \
                 or not _static(n.out):
