@@ -1,12 +1,13 @@
 """The C-like renderers: every elementwise primitive's one C expression, as the C and the
 CUDA languages render it, compiles (gcc; nvcc where installed, no GPU needed); the CUDA
 walk's text is pinned, and the CUDA kernels of fused programs (their reductions and
-combine kernels included) compile to machine code. ``test_cuda_codegen`` pins more CUDA
+combine kernels included) compile to machine code; sigmoid's C form is checked at its edges. ``test_cuda_codegen`` pins more CUDA
 text, compiles every kernel the tests lower, and runs kernels on an emulation."""
 import shutil
 import subprocess
 import textwrap
 
+import numpy as np
 import pytest
 
 import tracegrad as tg
@@ -105,6 +106,26 @@ def test_cuda_text_is_pinned():
             out_[o * 3 + j] = out;
           }}
         }}""")
+
+
+def test_c_sigmoid_reads_one_exp_and_keeps_its_values():
+    """The C form of sigmoid: both sides of its branch read exp(-|x|), one exp a vector where
+    exp(-x) and exp(x) were two, with the values of both sides as before at the edges."""
+    def f(x, b):
+        return tg.sigmoid(x * b)
+
+    with tg.no_grad():
+        k = _kernels(f, tg.ones(4, 3), tg.ones(3))[0]
+    src = cstyle.C().render_kernel(k, lambda s: "")
+    assert "(t0 >= 0 ? 1 / (1 + exp(-fabs(t0))) : exp(-fabs(t0)) / (1 + exp(-fabs(t0))))" in src
+    x = np.array([-0.0, 0.0, 1e-8, -1e-8, 3.5, -3.5, 80.0, -80.0, np.inf, -np.inf, np.nan],
+                 np.float32)
+    got = tg.compile(f, backend="c")(tg.tensor(x), tg.ones(11))._data
+    e = np.exp(-np.abs(x.astype(np.float64)))
+    want = np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(np.float32)
+    # a vector expf's error (glibc's libmvec: within 4 ulp) and the division's rounding
+    np.testing.assert_allclose(got, want, rtol=5 * np.finfo(np.float32).eps, atol=0)
+    assert got[0] == 0.5 and got[8] == 1 and got[9] == 0 and np.isnan(got[10])
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")

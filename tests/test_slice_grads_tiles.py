@@ -1,11 +1,17 @@
 """ops/slice_grads.py: ``index_backward_sum`` writes slices that tile the result side by
 side (no zeros, no adds) and adds those that overlap or leave gaps, both equal to the sum of
-the slices' ``index_backward``."""
+the slices' ``index_backward``; in a compiled graph, ``simplify`` makes the side-by-side case
+a ``cat``."""
 import numpy as np
 import pytest
 
+import tracegrad as tg
+from tracegrad import dtypes
+from tracegrad.ir import Aval, Graph, Node, Value, evaluate, infer_aval, verify
 from tracegrad.ops.index_ops import build_key
 from tracegrad.ops.slice_grads import _index_backward_sum_impl, _joined, _tiles
+from tracegrad.passes.dce import dce
+from tracegrad.passes.simplify import simplify
 
 S = ("s", None, None, None)
 
@@ -63,3 +69,27 @@ def test_tiling_skips_the_zeros(monkeypatch):
     _index_backward_sum_impl(np, np.ones((3, 2), np.float32), np.ones((3, 2), np.float32),
                              specs=specs, shape=(3, 4))
     assert called == []
+
+
+@pytest.mark.parametrize("specs, shape, parts, op", [
+    (_cols((384, 512), (256, 384), (128, 256), (0, 128)), (4, 512), [(4, 128)] * 4, "cat"),
+    (tuple((k,) for k in (2, 0, 1)), (3, 2), [(2,)] * 3, "stack"),
+    (_cols((0, 300), (256, 512)), (4, 512), [(4, 300), (4, 256)], "index_backward_sum"),
+])
+def test_simplify_makes_joined_slices_a_cat(specs, shape, parts, op):
+    """In a compiled graph, slices' gradients that tile side by side are one ``cat`` (``stack``
+    for int indices) in the order they lie, which NumPy runs without index_backward_sum's
+    general call; slices that overlap stay an ``index_backward_sum``."""
+    grads = [Value(Aval(p, dtypes.float32)) for p in parts]
+    params = {"specs": specs, "shape": shape}
+    out = Value(infer_aval("index_backward_sum", grads, params))
+    graph = verify(Graph(grads, [Node("index_backward_sum", grads, params, out)], [out]))
+    new = verify(dce(simplify(graph)))
+    assert [n.op for n in new.nodes] == [op]
+    if op != "index_backward_sum":
+        axis, order, _ = _joined(specs, shape)
+        assert new.nodes[0].inputs == tuple(grads[i] for i in order)
+        assert new.nodes[0].params["dim"] == axis
+    rng = np.random.default_rng(1)
+    args = [tg.tensor(rng.standard_normal(p).astype(np.float32)) for p in parts]
+    np.testing.assert_array_equal(evaluate(new, args)[0]._data, evaluate(graph, args)[0]._data)

@@ -108,6 +108,41 @@ def test_batched_weight_gradient_is_one_gemm(transposed):
     _check_values(graph, new)
 
 
+@pytest.mark.parametrize("transposed", [False, True])
+def test_batched_weight_gradient_transposed_per_matrix_is_one_gemm(transposed):
+    """The traced backward of ``x @ W.T`` over a batch: ``sum((g^T @ x)^T, 0)``, the
+    transposes and a stop_gradient between the nodes, is one GEMM as well."""
+    b = _G()
+    a, g = b.input(3, 4, 5), b.input(3, 4, 6)
+    prod = b("stop_gradient", b("matmul", b("permute", a, dims=(0, 2, 1)), g))
+    summed = b("sum", b("permute", prod, dims=(0, 2, 1)), dims=(0,), dtype=None, keepdim=True)
+    out = b("reshape", summed, shape=(6, 5))
+    if transposed:
+        out = b("permute", out, dims=(1, 0))
+    graph = b.graph(out)
+    new = _stacked(graph)
+    assert _ops(new) == ["reshape", "reshape", "permute", "matmul"]
+    assert [v.shape for v in new.nodes[-1].inputs] == ([(5, 12), (12, 6)] if transposed
+                                                      else [(6, 12), (12, 5)])
+    _check_values(graph, new)
+
+
+def test_batched_product_reshaped_otherwise_keeps_its_transpose():
+    """A reshape below the outer transpose that is not the summed matrix (here [3, 10] of a
+    [6, 5] sum) is not the weight's gradient transposed: the GEMM gives the [6, 5] sum, and
+    the reshape and the transpose stay."""
+    b = _G()
+    a, g = b.input(3, 4, 5), b.input(3, 4, 6)
+    prod = b("matmul", b("permute", a, dims=(0, 2, 1)), g)
+    summed = b("sum", b("permute", prod, dims=(0, 2, 1)), dims=(0,), dtype=None, keepdim=False)
+    out = b("permute", b("reshape", summed, shape=(3, 10)), dims=(1, 0))
+    graph = b.graph(out)
+    new = _stacked(graph)
+    assert _ops(new) == ["reshape", "reshape", "permute", "matmul", "reshape", "permute"]
+    assert new.nodes[3].out.shape == (6, 5)
+    _check_values(graph, new)
+
+
 def test_batched_product_read_elsewhere_is_left_alone():
     b = _G()
     a, g = b.input(3, 4, 5), b.input(3, 4, 6)
@@ -125,6 +160,46 @@ def test_batch_times_matrix_is_one_gemm_of_the_rows():
     assert _ops(new) == ["reshape", "matmul", "reshape", "matmul"]
     assert [v.shape for v in new.nodes[1].inputs] == [(12, 5), (5, 6)]
     assert new.nodes[3].inputs == (x, y)        # a batch by a batch stays as it is
+    _check_values(graph, new)
+
+
+@pytest.mark.parametrize("steps, rows, copied", [(3, 2, True), (2, 2, False), (3, 5, False)])
+def test_transposed_matrix_of_many_small_gemms_is_copied_once(steps, rows, copied):
+    """``h_t @ W.T`` step after step: one copy of ``W.T`` in its own layout that every GEMM
+    reads, where there are ``MIN_TERMS`` GEMMs or more and their rows are few."""
+    b = _G()
+    w = b.input(8, 5)
+    wt = b("permute", w, dims=(1, 0))
+    outs = [b("matmul", b.input(rows, 5), wt) for _ in range(steps)]
+    graph = b.graph(*outs)
+    new = _stacked(graph)
+    clones = [n for n in new.nodes if n.op == "clone"]
+    assert len(clones) == (1 if copied else 0)
+    if copied:
+        assert clones[0].inputs == (wt,)
+        assert all(n.inputs[1] is clones[0].out for n in new.nodes if n.op == "matmul")
+    _check_values(graph, new)
+
+
+@pytest.mark.parametrize("bias_shape, applies", [((6,), True), ((1, 1, 6), True),
+                                                 ((4, 6), False), (None, True)])
+def test_bias_of_a_batch_viewed_as_rows_goes_on_the_rows(bias_shape, applies):
+    """``(x @ W + bias).view(-1, N)``: the bias is added to the stacked GEMM's rows, with no
+    reshape between the product, the add and the view's value (so the add can fuse into what
+    reads the rows); a bias that varies along the batch too is left on the batch."""
+    b = _G()
+    x, w = b.input(3, 4, 5), b.input(5, 6)
+    bias = 0.5 if bias_shape is None else b.input(*bias_shape)
+    out = b("reshape", b("add", b("matmul", x, w), bias), shape=(12, 6))
+    graph = b.graph(out)
+    new = _stacked(graph)
+    last = new.nodes[-1]
+    if applies:
+        assert last.op == "add" and last.out is out
+        assert last.inputs[0].shape == (12, 6)
+        assert _ops(new).count("reshape") == (2 if bias_shape == (1, 1, 6) else 1)
+    else:
+        assert last.op == "reshape" and _ops(new)[-2] == "add"
     _check_values(graph, new)
 
 

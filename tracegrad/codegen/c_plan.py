@@ -50,7 +50,8 @@ class Planning:
         if self.single:
             inner = set()
         # index maps over the domain: inputs, every op's value, the reductions' results
-        maps = {i.name: strides(i.value.shape, domain) for i in k.inputs}
+        maps = {i.name: strides(i.value.shape, domain) if i.source is None else i.strides
+                for i in k.inputs}
         for op in k.body:
             maps[op.name] = strides(_kept(op, len(domain)) if isinstance(op, Reduce)
                                     else op.shape, domain)

@@ -199,6 +199,10 @@ class _Writer(Planning):
         for name, s in self.maps.items():
             terms = [f"{i} * {s[a]}" for a, i in idx if s[a]]
             bases[name] = " + ".join(terms) or "0"
+        for i in self.k.inputs:     # a column slice read in its matrix: where its columns start
+            if i.offset:
+                bases[i.name] = f"{bases[i.name]} + {i.offset}" if bases[i.name] != "0" \
+                    else str(i.offset)
         return bases
 
     def row_values(self, ops, q):

@@ -168,6 +168,10 @@ def emit_kernel(em, kernel, namer, site_comment):
     for k, op in enumerate(loop):
         place.setdefault(op.name, k)
     body.append((None, py.return_(sorted(partials, key=place.__getitem__))))
+    for i in reversed(kernel.inputs):       # passed the matrix a column slice is taken of
+        if i.source is not None:
+            body.insert(0, (None, py.stmt(
+                f"{i.name} = {i.name}[:, {i.offset}:{i.offset + i.value.shape[1]}]")))
     ins = [i.name for i in kernel.inputs] + [op.name for op in kernel.outputs]
     bufs = [s[0] for s in scratch.specs]
     where = f"in chunks of {chunks[0]} rows" if chunks else "at once"
@@ -271,7 +275,7 @@ def emit_call(em, plan, namer, ws, label, slot_of=None):
                        f"{em.scalar(op.dtype)})")
         else:
             out.append(f"{op.name} = np.empty({op.value.shape!r}, dtype={em.scalar(op.dtype)})")
-    args = [i.name for i in kernel.inputs] + [op.name for op in kernel.outputs] + [ws]
+    args = [i.arg for i in kernel.inputs] + [op.name for op in kernel.outputs] + [ws]
     lhs = "".join(f"{op.name}, " for op in kernel.partials)
     out.append(f"{lhs}= {kernel.name}({', '.join(args)})" if lhs else
                f"{kernel.name}({', '.join(args)})")

@@ -4,7 +4,8 @@
 
 - ``domain``: the shape the kernel iterates over;
 - ``inputs``: arrays read from outside, each with its index map (an element stride per
-  domain axis, 0 where it broadcasts);
+  domain axis, 0 where it broadcasts); on the CPU, a column slice of a matrix is read in
+  the matrix (its row stride and first column), which the caller passes in its place;
 - ``body``: SSA scalar ops in order, each with its dtype from the avals. An operand that
   its op computes in another dtype (an int added to a float, the operands of a comparison)
   is cast by an explicit ``convert`` op first, and Python scalars become ``Literal``s of
@@ -47,18 +48,29 @@ class Literal:
 
 
 class Input:
-    """An array the kernel reads: its index map is one element stride per domain axis."""
-    __slots__ = ("name", "value", "strides")
+    """An array the kernel reads: its index map is one element stride per domain axis.
+    ``source``: for a column slice of a matrix (an LSTM's gate of its [B, 4H]
+    pre-activations), the matrix, named ``source_name``, which the caller passes instead:
+    the kernel reads the slice in it, ``offset`` elements in and ``strides`` its rows apart,
+    with no copy of the slice made for the call."""
+    __slots__ = ("name", "value", "strides", "source", "source_name", "offset")
 
-    def __init__(self, name, value, strides):
+    def __init__(self, name, value, strides, source=None, source_name=None, offset=0):
         self.name, self.value, self.strides = name, value, strides
+        self.source, self.source_name, self.offset = source, source_name, offset
 
     @property
     def dtype(self):
         return self.value.dtype
 
+    @property
+    def arg(self):
+        """What the caller passes: the array itself, or the matrix it is a slice of."""
+        return self.name if self.source is None else self.source_name
+
     def __str__(self):
-        return f"in {self.name}: {type_str(self.value.aval)} strides {self.strides}"
+        where = "" if self.source is None else f" in {self.source_name} at {self.offset}"
+        return f"in {self.name}: {type_str(self.value.aval)} strides {self.strides}{where}"
 
 
 class Op:
@@ -151,10 +163,18 @@ def strides(shape, domain):
     return tuple(reversed(out))
 
 
-def lower(group, name, label, namer):
-    """The ``Kernel`` of ``group``; ``namer`` gives the values' names (the user's)."""
+def lower(group, name, label, namer, columns=None):
+    """The ``Kernel`` of ``group``; ``namer`` gives the values' names (the user's);
+    ``columns``: input -> ``(matrix, first column)`` for the inputs it reads in the matrix
+    they are column slices of (``column_slices``)."""
     domain = group.domain
-    inputs = [Input(namer(v), v, strides(v.shape, domain)) for v in group.inputs]
+    inputs = []
+    for v in group.inputs:
+        if columns and v in columns:
+            m, first = columns[v]
+            inputs.append(Input(namer(v), v, (m.shape[1], 1), m, namer(m), first))
+        else:
+            inputs.append(Input(namer(v), v, strides(v.shape, domain)))
     body, ops = [], {}
     for n in group.loop:
         if n.prim.kind == "reduction":
@@ -171,6 +191,27 @@ def lower(group, name, label, namer):
     outputs = [by_value[v] for v in written(group)]
     partials = [op for op in body if isinstance(op, Reduce) and op.spans]
     return Kernel(name, label, group, domain, inputs, body, outputs, partials)
+
+
+def column_slices(group, slices):
+    """``{input: (matrix, first column)}``: the inputs of ``group`` (over a static 2-D domain)
+    that are ``slices`` of a static matrix taking whole rows' runs of columns, which a
+    kernel can read in the matrix. ``slices``: value -> the ``index`` node that made it."""
+    domain, out = group.domain, {}
+    if len(domain) != 2 or not all(type(d) is int for d in domain):
+        return out
+    for v in group.inputs:
+        n = slices.get(v)
+        if n is None or tuple(v.shape) != tuple(domain):
+            continue
+        m, spec = n.inputs[0], n.params["spec"]
+        if len(spec) != 2 or spec[0] != ("s", None, None, None) or type(spec[1]) is not tuple \
+                or spec[1][0] != "s" or spec[1][3] not in (None, 1) or m.ndim != 2 \
+                or not all(type(d) is int for d in m.shape) or m.shape[0] != domain[0]:
+            continue
+        first = slice(spec[1][1], spec[1][2]).indices(m.shape[1])[0]
+        out[v] = (m, first)
+    return out
 
 
 def _operand_dtypes(node):

@@ -239,12 +239,18 @@ def emit_function(em, graph, fname, namer, guards=(), doc=None):
     returned = graph.outputs
     params = [namer(v) for v in graph.inputs]
     units = graph.units()
+    # on the CPU a kernel reads a column slice in the matrix it slices (passed in its place)
+    slices = {n.out: n for n in graph.nodes if n.op == "index"} if em.device == "cpu" else {}
+    columns = {g: kernel.column_slices(g, slices) for g in graph.groups
+               if slices and fused.plan_chunks(g.domain) is None}
     last_use = {}
-    for i, (_, nodes) in enumerate(units):
+    for i, (group, nodes) in enumerate(units):
         for n in nodes:
             for v in n.inputs:
                 if type(v) is Value:
                     last_use[v] = i
+        for m, _ in columns.get(group, {}).values():
+            last_use[m] = i
     keep = set(returned) | set(graph.inputs)
     guard_at = {}
     for g in guards:
@@ -265,7 +271,8 @@ def emit_function(em, graph, fname, namer, guards=(), doc=None):
     for i, (group, nodes) in enumerate(units):
         if group is not None:
             k = number[group]
-            kir = kernel.lower(group, f"{fname}_fused{k}", f"fused{k}", namer)
+            kir = kernel.lower(group, f"{fname}_fused{k}", f"fused{k}", namer,
+                               columns.get(group))
             src, plan = fused.emit_kernel(em, kir, namer, site_comment)
             em.kernels.append(src)
             em.kernel_ir.append(kir)

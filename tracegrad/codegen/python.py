@@ -11,7 +11,8 @@ and an int as its value, wherever they stand), so an unrolled loop's ten thousan
 made; ``CHECK`` compares every statement with its own parse. ``load`` registers the
 source with ``linecache`` under a unique file name (or writes it to a real file under
 ``TRACEGRAD_DUMP``), then executes it: a traceback through the generated code shows
-its lines.
+its lines. A function whose frame nearly fills one of CPython's frame-stack chunks gets its
+value stack grown past one (``_own_chunk``), so that the calls it makes find room.
 """
 import ast
 import itertools
@@ -19,6 +20,7 @@ import keyword
 import linecache
 import os
 import re
+import types
 
 _count = itertools.count()
 CHECK = False       # tests switch this on: each statement is also parsed on its own, to compare
@@ -149,4 +151,28 @@ def load(source, label, env):
     namespace = dict(env)
     namespace["__name__"] = f"tracegrad_generated_{label}"
     exec(compile(source, filename, "exec"), namespace)
+    for value in list(namespace.values()):
+        if type(value) is types.FunctionType and value.__code__.co_filename == filename:
+            value.__code__ = _own_chunk(value.__code__)
     return namespace, filename
+
+
+# CPython (3.11 on) keeps frames on a per-thread stack of 16 KiB chunks of 8-byte slots. A
+# frame that fits in the chunk in use goes there; one that does not gets a new chunk with at
+# least 1000 slots free after it. A generated function of a few thousand values has a frame
+# of nearly a chunk: where it fits, it can leave a few slots free, and then every Python call
+# it makes (a C kernel's wrapper, a NumPy function) maps a new chunk and unmaps it on return:
+# mmap, a page fault and munmap, some 5 us each, hundreds of times a call (lstm_lm's whole
+# step: 1853 locals, 125 of these a step).
+CHUNK_SLOTS = 16 * 1024 // 8
+BIG_FRAME = CHUNK_SLOTS // 4
+
+
+def _own_chunk(code):
+    """``code`` with its value stack grown, unused, so that a frame of over ``BIG_FRAME``
+    slots is larger than a chunk: each call then gets a chunk of its own with room left for
+    the calls it makes (no effect on what it computes)."""
+    slots = code.co_nlocals + len(code.co_cellvars) + len(code.co_freevars) + code.co_stacksize
+    if slots <= BIG_FRAME or slots > CHUNK_SLOTS:
+        return code
+    return code.replace(co_stacksize=code.co_stacksize + CHUNK_SLOTS - slots + 1)

@@ -79,12 +79,15 @@ tanh_p = unary_float("tanh", lambda xp, x: xp.tanh(x),
                      lambda g, x, out: bind(tanh_backward_p, g, out), "tanh", "tanh({self})",
                      saves=("result",), jvp=(lambda t, x, out: bind(tanh_backward_p, t, out),),
                      public=True, method=True, inplace_method="tanh_", doc="Hyperbolic tangent.")
-# exp(-logaddexp(0, -x)) and the two-sided C form never overflow
+# exp(-logaddexp(0, -x)) and the two-sided C form never overflow. In C both sides read the one
+# exp(-|x|) (exp(-x) where x >= 0, exp(x) below: the same values), which the compiler computes
+# once for a vector of x where exp(-x) and exp(x) were two (an LSTM's three gates a step)
 sigmoid_p = unary_float(
     "sigmoid", lambda xp, x: _sigmoid(xp, x),
     lambda g, x, out: bind(sigmoid_backward_p, g, out),
     "np.exp(-np.logaddexp(0, -{self}))",
-    "({self} >= 0 ? 1 / (1 + exp(-{self})) : exp({self}) / (1 + exp({self})))",
+    "({self} >= 0 ? 1 / (1 + exp(-fabs({self}))) : exp(-fabs({self})) / (1 + exp(-fabs({self}))))",
+    cuda="({self} >= 0 ? 1 / (1 + exp(-{self})) : exp({self}) / (1 + exp({self})))",
     saves=("result",),
     np_out=("np.negative({self}, out={out})", "np.logaddexp(0, {out}, out={out})",
             "np.negative({out}, out={out})", "np.exp({out}, out={out})"),

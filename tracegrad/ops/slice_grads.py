@@ -34,6 +34,13 @@ def _index_backward_sum_impl(xp, *grads, specs, shape):
     return out
 
 
+def joined(specs, shape):
+    """``(axis, order, stacked)`` (as ``_joined``) where the slices ``specs`` tile an array of
+    ``shape`` side by side along one axis: the sum of their gradients is then the gradients
+    concatenated (stacked, for int indices) in that order; None otherwise."""
+    return _joined(specs, shape) if _tiles(specs, shape) else None
+
+
 @functools.lru_cache(maxsize=256)
 def _tiles(specs, shape):
     """Whether the slices ``specs`` of an array of ``shape`` cover it exactly once (the

@@ -16,7 +16,8 @@ constants:
 - a sum over axes along which its input repeats (a broadcast's added or
   expanded axes, or axes of size 1) is the repeated value times the count;
 - an elementwise op reads a broadcast's input directly when its own
-  broadcasting gives the same result shape.
+  broadcasting gives the same result shape;
+- the summed gradients of slices that tile a tensor side by side are their ``cat``.
 
 Every rewrite keeps the shape and dtype of the value it replaces, and never
 makes a result (a graph output, or what one is a view of) a view where it was
@@ -43,6 +44,7 @@ import numpy as np
 from ..ir import Const, Graph, Node, Value, infer_aval
 from ..symbolic import symbols_in
 from ..ops.rules import broadcast
+from ..ops.slice_grads import joined
 from .rewrite import read_counts, resolve, substitute
 
 FOLD_LIMIT = 4096       # constants up to this many elements are folded
@@ -212,7 +214,21 @@ def _rewrite(n, defs, inputs, exposed, uses):
         return _view_chain(n, defs)
     if n.prim.kind == "elementwise" and n.prim.shape is broadcast:
         return _unbroadcast(n, defs)
+    if op == "index_backward_sum":
+        return _joined_slices(n)
     return None
+
+
+def _joined_slices(n):
+    """The gradients of slices that tile a tensor side by side (an LSTM's four gates,
+    ``unbind``'s steps) as one ``cat`` (``stack`` for int indices): the same copy, without
+    the cost of ``index_backward_sum``'s general call (9 us of 11 for an LSTM's gates)."""
+    found = joined(n.params["specs"], tuple(n.params["shape"]))
+    if found is None or len({v.dtype for v in n.inputs}) != 1:
+        return None
+    axis, order, stacked = found
+    b = _Build(n)
+    return b.finish(b("stack" if stacked else "cat", *[n.inputs[i] for i in order], dim=axis))
 
 
 def _power(n):

@@ -203,7 +203,8 @@ def self_check(variant, kept, kernels):
         if kernel_symbols(k) or math.prod(k.domain) > SELF_CHECK_MAX or isinstance(fn, CKernel) \
                 or fn is None:
             continue
-        args = [_sample(rng, i.value.shape, np.dtype(i.dtype.np)) for i in k.inputs]
+        args = [_sample(rng, (i.value if i.source is None else i.source).shape,
+                        np.dtype(i.dtype.np)) for i in k.inputs]
         outs_np = [np.zeros(op.value.shape, op.dtype.np) for op in k.outputs]
         outs_c = [np.zeros(op.value.shape, op.dtype.np) for op in k.outputs]
         # a workspace of its own: the variant's pool may be in use by the caller's thread
