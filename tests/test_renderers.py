@@ -95,8 +95,8 @@ def test_cuda_text_is_pinned():
         // fused0: mul sigmoid sub; one pass over [4,3], one thread an element
         extern "C" __global__ void forward_fused0(const float *__restrict__ x_,
                                                   const float *__restrict__ b_, float *__restrict__ out_) {{
-          for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < 12; e += gridDim.x * (long long)blockDim.x) {{
-            const long long o = e / 3, j = e % 3;
+          for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < 12; e += gridDim.x * blockDim.x) {{
+            const int o = e / 3, j = e % 3;
             const float x = x_[o * 3 + j];
             const float b = b_[j];
             // test_renderers.py:{line + 1}

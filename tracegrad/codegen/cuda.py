@@ -118,9 +118,9 @@ class _CudaWriter(_Writer):
     """The walk for CUDA. An elementwise kernel::
 
         extern "C" __global__ void forward_fused0(const float *__restrict__ x_, ...) {
-          for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < 12;
-               e += gridDim.x * (long long)blockDim.x) {
-            const long long o = e / 3, j = e % 3;
+          for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < 12;
+               e += gridDim.x * blockDim.x) {
+            const int o = e / 3, j = e % 3;
             const float x = x_[o * 3 + j];
             ...
 
