@@ -256,10 +256,11 @@ def _compute(em, op, target, want, scratch, release):
     return stmts, buf
 
 
-def emit_call(em, plan, namer, ws, label, slot_of=None):
+def emit_call(em, plan, namer, ws, label, slot_of=None, returned=()):
     """Statements of the calling function that run a kernel: ``[(comment or None,
     statement source)]``. ``ws`` names the workspace; ``slot_of``: output value -> its
-    workspace slot (memplan), else the output gets a fresh array."""
+    workspace slot (memplan), else the output gets a fresh array, or (a large one the
+    function returns, among ``returned``) an earlier call's (``_reused``)."""
     kernel = plan.kernel
     g = kernel.group
     sites = sorted({os.path.basename(n.site) for n in g.nodes if n.site})
@@ -270,7 +271,7 @@ def emit_call(em, plan, namer, ws, label, slot_of=None):
         slot = (slot_of or {}).get(op.value)
         if slot:
             out.append(f"{op.name} = {ws}.{slot}")
-        elif _reused(em, op):
+        elif op.value in returned and _reused(em, op):
             out.append(f"{op.name} = _outputs.take({op.name!r}, {op.value.shape!r}, "
                        f"{em.scalar(op.dtype)})")
         else:
@@ -284,7 +285,9 @@ def emit_call(em, plan, namer, ws, label, slot_of=None):
 
 def _reused(em, op):
     """Whether output ``op`` of a group comes from ``support.Outputs`` (arrays of earlier calls
-    reused): on the CPU (CuPy's memory pool reuses GPU memory already), of a known shape, and
+    reused; only for what the function returns: a value that dies inside it is freed there,
+    and memory kept for each such site would add up to more than the function ever holds
+    at once): on the CPU (CuPy's memory pool reuses GPU memory already), of a known shape, and
     at least ``REUSED_BYTES`` (smaller ones come from memory the process already has)."""
     shape = op.value.shape
     return (getattr(em, "device", "cpu") == "cpu" and all(type(d) is int for d in shape)

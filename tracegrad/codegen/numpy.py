@@ -252,6 +252,7 @@ def emit_function(em, graph, fname, namer, guards=(), doc=None):
         for m, _ in columns.get(group, {}).values():
             last_use[m] = i
     keep = set(returned) | set(graph.inputs)
+    returned_set = set(returned)
     guard_at = {}
     for g in guards:
         guard_at.setdefault(g[0], []).append(g)
@@ -277,7 +278,8 @@ def emit_function(em, graph, fname, namer, guards=(), doc=None):
             em.kernels.append(src)
             em.kernel_ir.append(kir)
             kernels[kir.name] = fused.workspace_spec(plan)
-            for comment, stmt in fused.emit_call(em, plan, namer, ws, f"fused{k}", slot_of):
+            for comment, stmt in fused.emit_call(em, plan, namer, ws, f"fused{k}", slot_of,
+                                                 returned_set):
                 body.append((comment, py.stmt(stmt)))
             prev_site = None
             for n in group.after:
