@@ -173,6 +173,18 @@ def _check(got, x, w):
     np.testing.assert_allclose(float(got[1].a), want.sum(), rtol=1e-5)
 
 
+def _check_all_held(f, make, calls):
+    """``calls`` calls of ``f`` on new inputs, every result held to the end, then each one
+    checked: no later call wrote into an earlier result."""
+    w = make()
+    held = []
+    for _ in range(calls):
+        x = make()
+        held.append((f(x, w), x, w))
+    for h in held:
+        _check(*h)
+
+
 def test_a_large_output_is_lent_and_one_recording_serves_a_caller_that_lets_go(product,
                                                                             monkeypatch):
     monkeypatch.setattr(cuda_graphs, "LEND_BYTES", 1024)
@@ -206,26 +218,14 @@ def test_holding_the_last_result_alternates_two_recordings(product, monkeypatch)
 def test_results_held_for_ever_are_never_overwritten(product, monkeypatch):
     monkeypatch.setattr(cuda_graphs, "LEND_BYTES", 1024)
     f, make = product
-    w = make()
-    held = []
-    for _ in range(10):
-        x = make()
-        held.append((f(x, w), x, w))
-    for h in held:
-        _check(*h)
+    _check_all_held(f, make, 10)
     assert len(f.slots) == cuda_graphs.MAX_SLOTS
     assert f.replays == cuda_graphs.MAX_SLOTS and f.held == 10 - 2 - cuda_graphs.MAX_SLOTS
 
 
 def test_small_outputs_are_copied_so_one_recording_serves_callers_that_hold_them(product):
     f, make = product       # 16 KiB outputs, under LEND_BYTES
-    w = make()
-    held = []
-    for _ in range(8):
-        x = make()
-        held.append((f(x, w), x, w))
-    for h in held:
-        _check(*h)
+    _check_all_held(f, make, 8)
     assert f.replays == 6 and len(f.slots) == 1
     assert [what for what, _ in f.slots[0].plan] == ["copy", "copy"]
 

@@ -82,8 +82,6 @@ class Launch:
     dtypes), the number of blocks the first launch ran, and the size symbols.
     """
 
-    combine_by_block = False    # the combine kernel's layout (``render_combine``)
-
     def __init__(self, name, kind, work, row, partials, symbols, combine):
         self.name, self.kind, self.work, self.row = name, kind, work, row
         self.partials, self.symbols, self.combine = tuple(partials), tuple(symbols), combine
@@ -99,6 +97,12 @@ class Launch:
         if self.kind == "rows":
             return max(1, min(work, MAX_BLOCKS))
         return max(1, min(-(-work // THREADS), MAX_BLOCKS))
+
+    @property
+    def combine_by_block(self):
+        """The combine kernel's layout (``render_combine``): a block a result slot, where
+        every partial has at most ``COMBINE_BY_BLOCK`` slots of a known count."""
+        return all(isinstance(n, int) and n <= COMBINE_BY_BLOCK for n, _ in self.partials)
 
     def counts(self, sizes):
         return [int(substitute(count, sizes)) for count, _ in self.partials]
@@ -162,12 +166,9 @@ class _CudaWriter(_Writer):
             work, row, kind = math.prod(self.shape[:last]), self.shape[last], "rows"
             how = "one block a row"
         combine = f"{k.name}_combine" if k.partials else None
-        counts = [self.part_size(p) for p in k.partials]
         self.launch = Launch(k.name, kind, work, row,
-                             [(n, p.acc_dtype.np) for n, p in zip(counts, k.partials)],
+                             [(self.part_size(p), p.acc_dtype.np) for p in k.partials],
                              self.symbols, combine)
-        self.launch.combine_by_block = all(isinstance(n, int) and n <= COMBINE_BY_BLOCK
-                                           for n in counts)
         self.emit(f"// {k.label}: {k.op_names()}; one pass over [{domain}], {how}")
         self.open(signature(f'extern "C" __global__ void {k.name}', params))
         shared_at = len(self.lines)

@@ -290,7 +290,7 @@ def _reused(em, op):
     at once): on the CPU (CuPy's memory pool reuses GPU memory already), of a known shape, and
     at least ``REUSED_BYTES`` (smaller ones come from memory the process already has)."""
     shape = op.value.shape
-    return (getattr(em, "device", "cpu") == "cpu" and all(type(d) is int for d in shape)
+    return (em.device == "cpu" and all(type(d) is int for d in shape)
             and math.prod(shape) * np.dtype(op.dtype.np).itemsize >= REUSED_BYTES)
 
 

@@ -117,10 +117,11 @@ class Graphed:
         with cp.cuda.Device(self.index):
             if self.off is not None:
                 return self._plain(arrays)
-            if any(not hasattr(a, "shape") for a in arrays):
+            try:
+                keys = [_key(a) for a in arrays]
+            except AttributeError:      # None, a Python number: nothing a graph can read
                 self.off = "an argument is not an array"
                 return self._plain(arrays)
-            keys = [_key(a) for a in arrays]
             self.calls += 1
             if self.calls <= WARM_CALLS:
                 if self.seen is not None:
