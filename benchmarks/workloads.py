@@ -301,6 +301,7 @@ def prepare(system, workload, names, arrays, wrt, tg_compile=None, device="cpu",
             if synchronize:
                 cupy.cuda.Device().synchronize()
             return out
+        call.run, call.sync = (lambda: step(*on_gpu)), cupy.cuda.Device().synchronize
         return (lambda: call), lambda out: [cupy.asnumpy(o) for o in out]
 
     if system.startswith("tracegrad") or system in ("PyTorch eager", "torch.compile"):
@@ -340,6 +341,7 @@ def prepare(system, workload, names, arrays, wrt, tg_compile=None, device="cpu",
                 sync()
                 return out
             call.compiled = step if step is not fn else None
+            call.run, call.sync = run, (lib.cuda.synchronize if device != "cpu" else sync)
             return call
         return make, lambda out: [o.detach().cpu().numpy() for o in out]
 
@@ -419,10 +421,11 @@ def peak_memory(make):
 
 
 def measure_in_process(workload, system, timing, first_only=False, memory=False,
-                       tg_compile=None, device="cpu"):
+                       tg_compile=None, device="cpu", more=None):
     """Time one system on one workload: the first call, the check against the NumPy
     reference, then (unless ``first_only``) the steady state and, with ``memory``, the
-    peak memory of a call. ``timing`` is (warm-up s, measuring s, minimum repetitions).
+    peak memory of a call; ``more(call)``, a dict of further figures, after the check that
+    follows the timed calls. ``timing`` is (warm-up s, measuring s, minimum repetitions).
     Returns a JSON-able dict; "skip", "failed" or "mismatch" say why a row has no times."""
     result = {"workload": workload, "system": system}
     try:
@@ -461,6 +464,8 @@ def measure_in_process(workload, system, timing, first_only=False, memory=False,
             for key in ("median_ms", "min_ms"):
                 result.pop(key, None)
             return result
+        if more is not None:
+            result.update(more(call))
         if memory:
             result["peak_bytes"] = peak_memory(make)
     except Exception as e:                      # e.g. torch.compile failing on this machine

@@ -69,29 +69,82 @@ def test_elementwise_text_is_pinned():
 
 
 def test_per_row_reduction_text_is_pinned():
+    """A block a row; a thread's two elements of the row kept in registers, so ``exp`` runs
+    once an element."""
     def normalize(x):
         e = tg.exp(x)
         return e / e.sum(dim=1, keepdim=True)
 
-    assert pinned(normalize, tg.randn(4, 8)) == textwrap.dedent("""\
-        // fused0: exp sum div; one pass over [4,8], one block a row
+    assert pinned(normalize, tg.randn(4, 300)) == textwrap.dedent("""\
+        // fused0: exp sum div; one pass over [4,300], one block a row
         extern "C" __global__ void forward_fused0(const float *__restrict__ x_, float *__restrict__ out_) {
           __shared__ double tg_red_double[33];  // a block reduction's warps, then its result
           for (long long o = blockIdx.x; o < 4; o += gridDim.x) {
-            const long long n = 8;
+            const long long n = 300;
+            float e__row[2];  // this thread's elements, in registers
             double t0_acc = 0.0;
-            for (long long j = threadIdx.x; j < n; j += blockDim.x) {
-              const float x = x_[o * 8 + j];
+            #pragma unroll
+            for (int i = 0; i < 2; i++) {
+              const long long j = threadIdx.x + i * 256;
+              if (j >= n) break;
+              const float x = x_[o * 300 + j];
               const float e_ = exp(x);
+              e__row[i] = e_;
               t0_acc = t0_acc + (double)e_;
             }
             const float t0 = (float)tg_block_add_double(t0_acc, tg_red_double);
-            for (long long j = threadIdx.x; j < n; j += blockDim.x) {
-              const float x = x_[o * 8 + j];
-              const float e_ = exp(x);
+            #pragma unroll
+            for (int i = 0; i < 2; i++) {
+              const long long j = threadIdx.x + i * 256;
+              if (j >= n) break;
+              const float e_ = e__row[i];
               const float out = e_ / t0;
-              out_[o * 8 + j] = out;
+              out_[o * 300 + j] = out;
             }
+          }
+        }""")
+
+
+def test_short_row_text_is_pinned():
+    """Rows of 10: a group of 16 threads a row, two rows a warp, reductions by shuffles in
+    the group; the group past the last row reads that row and stores nothing."""
+    def lse(x):
+        return tg.logsumexp(x, dim=1)
+
+    assert pinned(lse, tg.randn(6, 10)) == textwrap.dedent("""\
+        // fused0: amax stop_gradient isinf where sub exp sum log add; one pass over [6,10], 16 threads a row
+        extern "C" __global__ void forward_fused0(const float *__restrict__ x_, float *__restrict__ t8_) {
+          const int t = threadIdx.x % 16;  // this thread's place in its row
+          for (long long o0 = blockIdx.x * 16 + threadIdx.x / 32 * 2; o0 < 6; o0 += gridDim.x * (long long)16) {
+            const bool live = o0 + threadIdx.x % 32 / 16 < 6;
+            const long long o = live ? o0 + threadIdx.x % 32 / 16 : 5;
+            const long long n = live ? 10 : 0;
+            float t0_acc = (-(float)INFINITY);
+            #pragma unroll
+            for (int i = 0; i < 1; i++) {
+              const long long j = t + i * 16;
+              if (j >= n) break;
+              const float x = x_[o * 10 + j];
+              t0_acc = (t0_acc > (float)x || isnan(t0_acc) ? t0_acc : (float)x);
+            }
+            const float t0 = (float)tg_group_maximum_float(t0_acc, 16);
+            const float t1 = t0;
+            const bool t2 = isinf(t1);
+            const float t3 = (t2 ? 0.0f : t1);
+            double t6_acc = 0.0;
+            #pragma unroll
+            for (int i = 0; i < 1; i++) {
+              const long long j = t + i * 16;
+              if (j >= n) break;
+              const float x = x_[o * 10 + j];
+              const float t4 = x - t3;
+              const float t5 = exp(t4);
+              t6_acc = t6_acc + (double)t5;
+            }
+            const float t6 = (float)tg_group_add_double(t6_acc, 16);
+            const float t7 = log(t6);
+            const float t8 = t7 + t3;
+            if (live && t == 0) t8_[o * 1] = t8;
           }
         }""")
 
@@ -158,7 +211,9 @@ def test_launch_says_how_a_kernel_runs():
     _, (k,) = kernels_of(lambda x: (x * 2).sum(dim=0), tg.randn(3000, 5))
     _, launch = cuda.CUDA().render(k)
     assert (launch.kind, launch.combine) == ("rows", "forward_fused0_combine")
-    assert (launch.grid({}), launch.block({}), launch.counts({})) == (cuda.MAX_BLOCKS, 32, [5])
+    # rows of 5: a group of 8 threads a row, 32 rows a block, a part set a group
+    assert (launch.group, launch.grid({}), launch.block({}), launch.counts({})) == (8, 94, 256, [5])
+    assert launch.part_sets({}) == 94 * 32
     _, (k,) = kernels_of(lambda x: (x * 2).sum(dim=1), tg.randn(4, 3000), dynamic=True)
     _, launch = cuda.CUDA().render(k)
     assert (launch.kind, launch.combine, launch.symbols) == ("rows", None, ("s0", "s1"))
@@ -221,6 +276,7 @@ def _rowsum(x, b):
 # name -> (function, argument shapes, dynamic)
 PROGRAMS = {"elementwise": (_chain, [(5, 3), (3,)], None),
             "softmax": (_softmax, [(37, 50)], None),
+            "softmax_long": (_softmax, [(5, 700)], None),   # 3 elements a thread, in registers
             "total": (_total, [(3000,)], None),
             "colsum": (_colsum, [(40, 7), (7,)], None),     # a block a column combines
             "colsum_wide": (_colsum, [(12, 70), (70,)], None),  # a thread a column combines

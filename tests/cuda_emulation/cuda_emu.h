@@ -88,9 +88,15 @@ void launch(void (*kernel)(A...), unsigned grid, unsigned block, void **args) {
 inline void __syncthreads() { tg_emu::block_barrier->arrive_and_wait(); }
 
 template <typename T>
-T __shfl_down_sync(unsigned, T v, int delta) {
+T __shfl_down_sync(unsigned, T v, int delta, int width = 32) {
     const int lane = threadIdx.x % 32;
-    return tg_emu::exchange(v, lane + delta < 32 ? lane + delta : lane);
+    return tg_emu::exchange(v, lane % width + delta < width ? lane + delta : lane);
+}
+
+template <typename T>
+T __shfl_sync(unsigned, T v, int src, int width = 32) {
+    const int lane = threadIdx.x % 32;
+    return tg_emu::exchange(v, lane / width * width + src % width);
 }
 
 template <typename T>

@@ -46,7 +46,7 @@ class Language:
     types = {dtypes.float32: "float", dtypes.float64: "double", dtypes.bool: "bool"}
     keywords = _C_KEYWORDS      # names a user's variable is renamed away from
     # a costly point value a later loop of the same row reads again is kept in a per-thread
-    # row buffer (C), or computed again (CUDA, whose threads share the row)
+    # row buffer (C); CUDA keeps it in registers where a row's length allows (``cuda.py``)
     row_buffers = True
 
     def ctype(self, dtype):

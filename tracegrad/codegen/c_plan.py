@@ -99,7 +99,7 @@ class Planning:
         # kept, not computed again, whatever the row's length: a transcendental's vector and
         # scalar forms differ in the last bit, so a value computed twice may not equal
         # itself (and amax's == against it would fail)
-        keep = self.rowwise and self.lang.row_buffers
+        keep = self.rowwise and self.keeps_rows()
         for q in range(self.phases + 1):
             reds = [op for op in k.body if isinstance(op, Reduce) and op.name not in self.single
                     and self.acc_phase[op.name] == q and self.level[op.args[0]] == "point"]
@@ -132,6 +132,10 @@ class Planning:
             for w in writes:
                 written.setdefault(w.name, q)
             self.loops[q] = (reds, writes, need)
+
+    def keeps_rows(self):
+        """Whether this kernel can keep a row's values from one loop to a later one."""
+        return self.lang.row_buffers
 
     def cost(self, name, ops, stop):
         """What computing ``name`` again costs, in simple ops (a transcendental is 8)."""

@@ -283,7 +283,7 @@ class _Writer(Planning):
                 continue
             if name in self.stored and self.stored[name] != q:     # kept by an earlier loop
                 self.emit(f"const {lang.ctype(op.dtype)} {self.c(name)} = "
-                          f"{self.c(name)}_row[j];")
+                          f"{self.c(name)}_row[{self.row_slot}];")
                 continue
             if op is None:      # an input read at this point
                 self.emit(f"const {lang.ctype(self.input(name).dtype)} {self.c(name)} = "
@@ -295,7 +295,7 @@ class _Writer(Planning):
             prev = op.site or prev
             self.value(op)
             if self.stored.get(name) == q:
-                self.emit(f"{self.c(name)}_row[j] = {self.c(name)};")
+                self.emit(f"{self.c(name)}_row[{self.row_slot}] = {self.c(name)};")
 
     def closure(self, names, ops, stop=()):
         """Point values (and inputs read per point) that ``names`` need, in body order;
@@ -355,6 +355,7 @@ class _Writer(Planning):
     # what a per-row value's store starts with: CUDA computes it in every thread of the
     # row's block, and one thread stores it
     row_store = ""
+    row_slot = "j"      # where point j's kept value is in its row buffer (CUDA: a register's)
 
     def accumulate_into_part(self, p, value, raw=False, store=""):
         slot = f"{self.c(p.name)}_part[{self.base[p.name]}]"

@@ -37,11 +37,13 @@ INT_INDEX_LIMIT = 2 ** 31 - 2 ** 20     # elements a flat loop indexes with ``in
 COMBINE_BY_BLOCK = 32   # result slots at most that the combine kernel gives a block each: a
                         # loss's one slot folded 1024 parts in turn, 60 us on an H200
 WARP = 32
+REGISTER_ROWS = 8       # a thread's elements of a row at most that a kernel keeps in registers
+                        # from one loop to a later one (softmax's exp, computed once)
 
 # names the CUDA loops use beside C's (a combine kernel's ``b``, ``total`` and ``blocks``
 # never meet a user's name: it reads only arrays, named ``<name>_`` and ``<name>_parts``)
 _CUDA_KEYWORDS = _C_KEYWORDS | frozenset("""e threadIdx blockIdx blockDim gridDim warpSize
-isfinite""".split())
+isfinite t o0 live""".split())
 
 
 class CUDA(Language):
@@ -82,21 +84,31 @@ class Launch:
     dtypes), the number of blocks the first launch ran, and the size symbols.
     """
 
-    def __init__(self, name, kind, work, row, partials, symbols, combine):
+    def __init__(self, name, kind, work, row, partials, symbols, combine, group=None):
         self.name, self.kind, self.work, self.row = name, kind, work, row
         self.partials, self.symbols, self.combine = tuple(partials), tuple(symbols), combine
+        self.group = group
+
+    @property
+    def rows_per_block(self):
+        """Rows a block runs at once: ``THREADS // group`` for short rows, else one."""
+        return THREADS // self.group if self.group else 1
 
     def block(self, sizes):
-        if self.kind == "rows":
-            n = int(substitute(self.row, sizes))
-            return min(THREADS, max(WARP, -(-n // WARP) * WARP))
+        if self.kind == "rows" and not self.group:
+            return row_threads(int(substitute(self.row, sizes)))
         return THREADS
 
     def grid(self, sizes):
         work = int(substitute(self.work, sizes))
         if self.kind == "rows":
-            return max(1, min(work, MAX_BLOCKS))
+            return max(1, min(-(-work // self.rows_per_block), MAX_BLOCKS))
         return max(1, min(-(-work // THREADS), MAX_BLOCKS))
+
+    def part_sets(self, sizes):
+        """How many sets of parts the kernel writes (the combine's ``blocks``): one a block,
+        or one a row's group of threads."""
+        return self.grid(sizes) * (self.rows_per_block if self.kind == "rows" else 1)
 
     @property
     def combine_by_block(self):
@@ -114,8 +126,26 @@ class Launch:
         return max(1, min(-(-slots // THREADS), MAX_BLOCKS))
 
     def __repr__(self):
-        return (f"Launch({self.name}: {self.kind} work={self.work} row={self.row} "
+        group = f" group={self.group}" if self.group else ""
+        return (f"Launch({self.name}: {self.kind} work={self.work} row={self.row}{group} "
                 f"partials={[str(c) for c, _ in self.partials]} combine={self.combine})")
+
+
+def row_threads(n):
+    """The threads of the block that runs a row of ``n`` elements: a multiple of 32, at
+    least one warp, at most ``THREADS``."""
+    return min(THREADS, max(WARP, -(-n // WARP) * WARP))
+
+
+def row_group(n):
+    """The threads a row of ``n`` (a static length) takes where a warp runs several rows
+    (``n`` <= 32): the power of two at or above ``n``; None for longer rows, a block each."""
+    if type(n) is not int or n > WARP:
+        return None
+    g = 1
+    while g < n:
+        g *= 2
+    return g
 
 
 class _CudaWriter(_Writer):
@@ -143,7 +173,6 @@ class _CudaWriter(_Writer):
 
     def render(self):
         self.plan()
-        self.plan_loops()
         k, lang = self.k, self.lang
         self.reduced = set()        # (combiner ufunc, acc ctype) of the block reductions used
         ops = {op.name: op for op in k.body}
@@ -159,16 +188,23 @@ class _CudaWriter(_Writer):
         flat = not self.rowwise and len(self.whole) == len(k.partials)
         last = len(self.shape) - 1
         domain = ",".join(map(str, k.domain))
+        self.group = self.threads = self.registers = None
         if flat:
             work, row, kind = math.prod(self.shape), None, "elements"
             how = "one thread an element"
         else:
             work, row, kind = math.prod(self.shape[:last]), self.shape[last], "rows"
-            how = "one block a row"
+            self.group = row_group(row)
+            how = f"{self.group} threads a row" if self.group else "one block a row"
+            if type(row) is int:    # a static row: its threads known, its values in registers
+                self.threads = self.group or row_threads(row)
+                if -(-row // self.threads) <= REGISTER_ROWS:
+                    self.registers = -(-row // self.threads)
+        self.plan_loops()
         combine = f"{k.name}_combine" if k.partials else None
         self.launch = Launch(k.name, kind, work, row,
                              [(self.part_size(p), p.acc_dtype.np) for p in k.partials],
-                             self.symbols, combine)
+                             self.symbols, combine, self.group)
         self.emit(f"// {k.label}: {k.op_names()}; one pass over [{domain}], {how}")
         self.open(signature(f'extern "C" __global__ void {k.name}', params))
         shared_at = len(self.lines)
@@ -230,14 +266,32 @@ class _CudaWriter(_Writer):
             math.prod(op.shape) for op in k.outputs]
         return all(isinstance(n, int) for n in sizes) and max(sizes) < INT_INDEX_LIMIT
 
+    def keeps_rows(self):
+        return self.registers is not None
+
+    @property
+    def row_slot(self):
+        return "i"      # a kept value's register: the loop's step, unrolled
+
     def row_loop(self, ops):
-        """One block a row: a loop a phase, threads striding along the row."""
-        k, lang = self.k, self.lang
-        for p in k.partials:        # this block's part, set to the identity first
+        """One block a row (or, for short rows, a group of ``self.group`` threads of a warp a
+        row): a loop a phase, the row's threads striding along it."""
+        k, lang, g = self.k, self.lang, self.group
+        rows, last = math.prod(self.shape[:-1]), len(self.shape) - 1
+        if g:
+            per_block = THREADS // g
+            self.emit(f"const int t = threadIdx.x % {g};  // this thread's place in its row")
+            me, team, first = "t", str(g), f"blockIdx.x * {per_block} + threadIdx.x / {g}"
+            self.row_store = "if (live && t == 0) "
+        else:
+            me, team, first = "threadIdx.x", "blockDim.x", "blockIdx.x"
+            self.row_store = "if (threadIdx.x == 0) "
+        self.me, self.team = me, team
+        for p in k.partials:        # this block's (group's) part, set to the identity first
             n, count = self.c(p.name), self.part_size(p)
             self.emit(f"{lang.ctype(p.acc_dtype)} *{n}_part = {n}_parts + "
-                      f"blockIdx.x * (long long){count};")
-            self.emit(f"for (long long i = threadIdx.x; i < {count}; i += blockDim.x) "
+                      f"({first}) * (long long){count};")
+            self.emit(f"for (long long i = {me}; i < {count}; i += {team}) "
                       f"{n}_part[i] = {self.identity(p)};")
         # a reduction of point values over every element: a register a thread, all rows long
         self.kept_acc = [p for p in k.partials if p.name in self.whole
@@ -246,10 +300,21 @@ class _CudaWriter(_Writer):
             self.emit(f"{lang.ctype(p.acc_dtype)} {self.c(p.name)}_acc = {self.identity(p)};")
         if k.partials:
             self.emit("__syncthreads();")
-        last = len(self.shape) - 1
-        self.open(f"for (long long o = blockIdx.x; o < {math.prod(self.shape[:last])}; "
-                  f"o += gridDim.x)")
-        self.emit(f"const long long n = {self.shape[last]};")
+        if g:
+            # a warp's groups step through the rows together (their shuffles need every
+            # lane); a group past the last row reads that row and writes nothing
+            warp_rows = WARP // g
+            self.open(f"for (long long o0 = blockIdx.x * {per_block} + threadIdx.x / {WARP} * "
+                      f"{warp_rows}; o0 < {rows}; o0 += gridDim.x * (long long){per_block})")
+            self.emit(f"const bool live = o0 + threadIdx.x % {WARP} / {g} < {rows};")
+            self.emit(f"const long long o = live ? o0 + threadIdx.x % {WARP} / {g} : {rows - 1};")
+            self.emit(f"const long long n = live ? {self.shape[last]} : 0;")
+        else:
+            self.open(f"for (long long o = blockIdx.x; o < {rows}; o += gridDim.x)")
+            self.emit(f"const long long n = {self.shape[last]};")
+        for v in self.stored:       # kept from one loop to a later one
+            self.emit(f"{lang.ctype(ops[v].dtype)} {self.c(v)}_row[{self.registers}];  "
+                      f"// this thread's elements, in registers")
         self.base = self.row_bases("o")
         self.stride = {name: s[-1] for name, s in self.maps.items()}
         self.done = set()
@@ -260,14 +325,13 @@ class _CudaWriter(_Writer):
         self.close()
         for p in self.kept_acc:
             acc, slot = f"{self.c(p.name)}_acc", f"{self.c(p.name)}_part[0]"
-            self.emit(f"{acc} = {self.block_reduce(p, acc)};")
-            self.emit(f"if (threadIdx.x == 0) {slot} = {self.combine_expr(p, slot, acc)};")
-
-    row_store = "if (threadIdx.x == 0) "    # every thread has the row's value; one stores it
+            self.emit(f"{acc} = {self.row_reduce(p, acc)};")
+            self.emit(f"if ({me} == 0) {slot} = {self.combine_expr(p, slot, acc)};")
 
     def inner_loop(self, ops, q):
         """Loop ``q`` along the row: its threads accumulate the reductions of phase ``q``
-        and write the outputs computed in it; each per-row reduction then is a block's."""
+        and write the outputs computed in it; each per-row reduction then is a block's (a
+        group's)."""
         k, lang = self.k, self.lang
         if q not in self.loops:
             return
@@ -280,12 +344,18 @@ class _CudaWriter(_Writer):
                     self.arg(a)
         # a register a thread for the row: per-row reductions, and reductions over the rows
         # into one slot a row; the rest go to their slots of the block's part (the slot of
-        # point j is only ever thread j % blockDim.x's)
+        # point j is only ever that of the row's thread j % (its threads))
         row_acc = [r for r in reds if not r.spans
                    or self.stride[r.name] == 0 and r not in self.kept_acc]
         for r in row_acc:
             self.emit(f"{lang.ctype(r.acc_dtype)} {self.c(r.name)}_acc = {self.identity(r)};")
-        self.open("for (long long j = threadIdx.x; j < n; j += blockDim.x)")
+        if self.registers:      # a static count of steps, unrolled: kept values in registers
+            self.emit("#pragma unroll")
+            self.open(f"for (int i = 0; i < {self.registers}; i++)")
+            self.emit(f"const long long j = {self.me} + i * {self.threads};")
+            self.emit("if (j >= n) break;")
+        else:
+            self.open(f"for (long long j = {self.me}; j < n; j += {self.team})")
         self.points(need, ops, q)
         for w in writes:
             self.emit(f"{self.c(w.name)}_[{self.index(w.name)}] = {self.c(w.name)};")
@@ -302,13 +372,13 @@ class _CudaWriter(_Writer):
             acc, t = f"{self.c(r.name)}_acc", lang.ctype(r.dtype)
             if r.spans:
                 slot = f"{self.c(r.name)}_part[{self.base[r.name]}]"
-                self.emit(f"{acc} = {self.block_reduce(r, acc)};")
-                self.emit(f"if (threadIdx.x == 0) {slot} = {self.combine_expr(r, slot, acc)};")
+                self.emit(f"{acc} = {self.row_reduce(r, acc)};")
+                self.emit(f"{self.row_store}{slot} = {self.combine_expr(r, slot, acc)};")
                 continue
-            self.emit(f"const {t} {self.c(r.name)} = ({t}){self.block_reduce(r, acc)};")
+            self.emit(f"const {t} {self.c(r.name)} = ({t}){self.row_reduce(r, acc)};")
             self.done.add(r.name)
             if r in k.outputs:
-                self.emit(f"if (threadIdx.x == 0) "
+                self.emit(f"{self.row_store}"
                           f"{self.c(r.name)}_[{self.base[r.name]}] = {self.c(r.name)};")
 
     # reductions ------------------------------------------------------------------------------
@@ -320,6 +390,12 @@ class _CudaWriter(_Writer):
         t = self.lang.ctype(r.acc_dtype)
         self.reduced.add((r.combiner.ufunc, t))
         return f"tg_block_{r.combiner.ufunc}_{t}({acc}, tg_red_{t})"
+
+    def row_reduce(self, r, acc):
+        """The reduction of ``acc`` over a row's threads: its block's, or its group's."""
+        if not self.group:
+            return self.block_reduce(r, acc)
+        return f"tg_group_{r.combiner.ufunc}_{self.lang.ctype(r.acc_dtype)}({acc}, {self.group})"
 
     def render_combine(self):
         """``<name>_combine``: each result slot folds the blocks' parts in block order (many
@@ -409,6 +485,15 @@ def declarations(kernels, lang=None):
             "  }",
             "  __syncthreads();",
             f"  return red[{WARP}];",
+            "}", "",
+            f"// the {ufunc} of v over a group of `width` lanes (a power of two, aligned in its "
+            "warp), which every lane of it gets",
+            f"__device__ {t} tg_group_{ufunc}_{t}({t} v, int width) {{",
+            "  for (int d = width / 2; d > 0; d /= 2) {",
+            f"    const {t} x = __shfl_down_sync(0xffffffffu, v, d, width);",
+            f"    v = {step};",
+            "  }",
+            "  return __shfl_sync(0xffffffffu, v, 0, width);",
             "}", ""]
     return "\n".join(lines)
 

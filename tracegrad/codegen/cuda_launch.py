@@ -58,12 +58,13 @@ class CudaKernel:
         if not self.partials:
             self.fn((grid,), (block,), (*arrays, *symbols))
             return ()
-        parts = [cp.empty(grid * count, dtype=acc)
+        sets = launch.part_sets(sizes)
+        parts = [cp.empty(sets * count, dtype=acc)
                  for count, (_, acc) in zip(launch.counts(sizes), launch.partials)]
         results = [cp.empty(substitute(shape, sizes), dtype=dt) for shape, dt in self.partials]
         self.fn((grid,), (block,), (*arrays, *parts, *symbols))
         self.combine((launch.combine_grid(sizes),), (THREADS,),
-                     (*parts, *results, np.int64(grid), *symbols))
+                     (*parts, *results, np.int64(sets), *symbols))
         return tuple(results)
 
     def __repr__(self):
