@@ -146,6 +146,39 @@ def test_changing_a_baked_option_retraces():
     assert any("weight_decay" in r for r in step.stats["retrace_reasons"]), step.explain()
 
 
+@pytest.mark.parametrize("make_opt", [
+    lambda p: optim.SGD(p, lr=0.1, momentum=0.9),
+    lambda p: optim.RMSprop(p, lr=0.01, momentum=0.9)], ids=["sgd", "rmsprop"])
+def test_a_branch_on_the_momentum_is_checked_before_the_call_not_inside_the_step(make_opt):
+    """The momentum is read afresh at every call (a schedule may cycle it); whether it is 0
+    picks the program. That branch is taken on the option's number and checked before each
+    call: the step itself reads no value on the host (a CUDA graph records it), a new
+    momentum reuses the variant, and a momentum of 0 traces again."""
+    model, eager_model, (x, y) = _model(), _model(), _data()
+    opt, eager_opt = make_opt(model.parameters()), make_opt(eager_model.parameters())
+
+    def make(m, o):
+        def train_step(x, y):
+            o.zero_grad()
+            loss = ((m(x) - y) ** 2).mean()
+            loss.backward()
+            o.step()
+            return loss
+        return train_step
+    step, eager = tg.compile(make(model, opt)), make(eager_model, eager_opt)
+    for i in range(8):
+        if i in (4, 6):
+            momentum = 0.5 if i == 4 else 0.0
+            opt.param_groups[0]["momentum"] = eager_opt.param_groups[0]["momentum"] = momentum
+        np.testing.assert_allclose(step(x, y).item(), eager(x, y).item(), rtol=RTOL, atol=ATOL)
+        if i == 5:      # 0.9 -> 0.5: the same variant
+            assert step.stats["compiles"] == 1, step.explain()
+            assert "GuardFailure" not in step._variants[0].python_code
+    for a, b in zip(model.parameters(), eager_model.parameters()):
+        _same(a, b)
+    assert any("'momentum'] " in r for r in step.stats["retrace_reasons"]), step.explain()
+
+
 def test_gradients_accumulated_across_compiled_calls_match_eager():
     # no zero_grad inside: .grad accumulates from call to call, in place, as eagerly
     def run(compiled):

@@ -67,10 +67,12 @@ class Effects:
         self.hints[id(t)] = (name, None)
         return t
 
-    def baked(self, what, store, key):
-        """``store[key]``, a plain value the trace bakes in: the variant checks it each call."""
-        self.value_guards.append((what, store, key, store[key], user_line()))
-        return store[key]
+    def baked(self, what, store, key, test=None):
+        """``store[key]``, a plain value the trace bakes in: the variant checks it each call.
+        With ``test``, ``test(store[key])`` is what is baked and checked (a branch)."""
+        value = store[key] if test is None else test(store[key])
+        self.value_guards.append((what, store, key, value, user_line(), test))
+        return value
 
     def replay_after(self, what, fn):
         """``fn()`` (pure Python state, e.g. a scheduler's step) is made by the variant after

@@ -70,6 +70,20 @@ def _number(x):
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
+_TESTS = {"!= 0": lambda v: v != 0, "> 0": lambda v: v > 0}
+
+
+def option_is(group, key, test):
+    """Whether ``group[key]`` passes ``test`` ("!= 0" or "> 0"), a Python bool. Inside a
+    trace, an option read afresh at every call (``RUNTIME``: a schedule may cycle the
+    momentum) is a tensor, and a branch on it would be a host read inside the step; the
+    branch is taken on the option's number instead, and checked before each call (only a
+    move to or from 0 changes the program)."""
+    if isinstance(group, _TracedGroup):
+        return group.passes(key, test)
+    return bool(_TESTS[test](group[key]))
+
+
 class _TracedGroup:
     """A parameter group read inside a trace: the options in ``RUNTIME`` (numbers) are 0-d
     float64 tensors read afresh at every call; every other option is baked, with a check
@@ -98,6 +112,12 @@ class _TracedGroup:
                                        group, key)
         self._read[key] = value
         return value
+
+    def passes(self, key, test):
+        """``option_is`` on this group, its branch checked by the variant at every call."""
+        fn = _TESTS[test]
+        return self._tracer.baked(f"optimizer.param_groups[{self._index}][{key!r}] {test}",
+                                  self._group, key, lambda v: bool(fn(v)))
 
     def get(self, key, default=None):
         return self[key] if key in self._group else default

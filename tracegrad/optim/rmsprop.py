@@ -18,7 +18,7 @@ import numpy as np
 
 from ..ops import sqrt
 from . import _foreach
-from .optimizer import Optimizer, check_lr
+from .optimizer import Optimizer, check_lr, option_is
 
 
 class RMSprop(Optimizer):
@@ -41,7 +41,8 @@ class RMSprop(Optimizer):
 
     def _state_for(self, p, group):
         return self._lazy_state(p, "square_avg",
-                                *(("momentum_buffer",) if group["momentum"] > 0 else ()),
+                                *(("momentum_buffer",) if option_is(group, "momentum", "> 0")
+                                  else ()),
                                 *(("grad_avg",) if group["centered"] else ()))
 
     def _single_group(self, group, params=None):
@@ -62,7 +63,7 @@ class RMSprop(Optimizer):
             else:
                 avg = sqrt(square_avg)
             avg = avg + eps if group["differentiable"] else avg.add_(eps)   # sqrt keeps avg
-            if momentum > 0:
+            if option_is(group, "momentum", "> 0"):
                 buf = state["momentum_buffer"]
                 buf.mul_(momentum).add_(grad / avg)                     # addcdiv_, value 1
                 p.add_(self._kept(buf), alpha=-lr)

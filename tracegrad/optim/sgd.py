@@ -14,7 +14,7 @@ arrays, bit for bit the loop's); False runs the per-parameter loop.
 import numpy as np
 
 from . import _foreach
-from .optimizer import Optimizer, check_lr
+from .optimizer import Optimizer, check_lr, option_is
 
 
 class SGD(Optimizer):
@@ -36,10 +36,11 @@ class SGD(Optimizer):
         """The per-parameter step (Tensor ops) over ``params`` (all of the group's if None)."""
         lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
         weight_decay, nesterov = group["weight_decay"], group["nesterov"]
+        has_momentum = option_is(group, "momentum", "!= 0")
         for p, grad in self._grads(group, params):
             if weight_decay != 0:
                 grad = self._decayed(grad, p, weight_decay)
-            if momentum != 0:
+            if has_momentum:
                 state = self.state[p]
                 buf = state.get("momentum_buffer")
                 if buf is None:

@@ -49,12 +49,14 @@ def plain(x):
 
 class FreeGuard:
     """``what`` held ``value`` when traced; ``store[key]`` (a dict) or ``store`` (a closure
-    cell, ``key`` None) is where it is read again."""
-    __slots__ = ("what", "store", "key", "value", "frozen", "shown", "site")
+    cell, ``key`` None) is where it is read again. With ``test``, what held ``value`` is
+    ``test(store[key])`` (a branch on an option the step reads afresh: ``momentum != 0``)."""
+    __slots__ = ("what", "store", "key", "value", "frozen", "shown", "site", "test")
 
-    def __init__(self, what, store, key, value, site):
+    def __init__(self, what, store, key, value, site, test=None):
         self.what, self.store, self.key, self.value, self.site = what, store, key, value, site
         self.frozen, self.shown = freeze(value), repr(value)   # a copy: lists change in place
+        self.test = test
 
     def now(self):
         if self.key is None:
@@ -62,7 +64,8 @@ class FreeGuard:
                 return self.store.cell_contents
             except ValueError:      # an empty cell
                 return _MISSING
-        return self.store.get(self.key, _MISSING)
+        now = self.store.get(self.key, _MISSING)
+        return now if self.test is None or now is _MISSING else self.test(now)
 
     def changed(self):
         """Why the variant no longer fits, or None."""
