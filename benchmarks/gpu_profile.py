@@ -8,6 +8,7 @@ ones that make a step slow are named. PyTorch eager's step, profiled the same wa
 
     python benchmarks/gpu_profile.py                       # resnet18
     python benchmarks/gpu_profile.py --models resnet18,gpt_small --top 30
+    python benchmarks/gpu_profile.py --compiled     # the compiled whole step's graphs, kernels
 
 Without CuPy or a GPU it says so and exits with status 0.
 """
@@ -33,15 +34,63 @@ def profile(torch, name, top, device="cuda", warm=3):
     print(p.key_averages().table(sort_by=sort, row_limit=top))
 
 
+def compiled_report(name, top, steps=6):
+    """The zoo's whole training step of ``name`` compiled (``tracegrad.compile`` of the step)
+    on the GPU: how its parts run (``explain``'s CUDA graph lines), its median synchronised
+    step, and, with ``TRACEGRAD_CUDA_GRAPHS=0`` (set by the caller), each generated
+    kernel's device time alone (``gpu.kernel_time``) against the whole step's device time
+    between two events: what is left is CuPy's and cuBLAS's share (products, convolutions'
+    columns, copies)."""
+    import statistics
+    import time
+
+    import tracegrad
+    from gpu import kernel_time, record_launches
+    launches = record_launches()
+    step, compiled = zoo.program(tracegrad, name, zoo.config(name), "step", device="cuda")
+    for i in range(steps):
+        step(i)
+    tracegrad.cuda.synchronize()
+    print("\n".join(line for line in compiled[0].explain().splitlines()
+                    if "CUDA graph" in line or "compiled" in line))
+    times = []
+    for i in range(steps):
+        t0 = time.perf_counter()
+        step(i)
+        tracegrad.cuda.synchronize()
+        times.append((time.perf_counter() - t0) * 1e3)
+    print(f"{name} whole step, synchronised: median {statistics.median(times):.2f} ms")
+    import cupy
+    start, end = cupy.cuda.Event(), cupy.cuda.Event()
+    start.record()
+    step(0)
+    end.record()
+    end.synchronize()
+    total = cupy.cuda.get_elapsed_time(start, end)
+    each = sorted(((kernel_time({k: v}, repeats=5), k) for k, v in launches.items()),
+                  reverse=True)
+    ours = sum(ms for ms, _ in each)
+    print(f"one step between two events: {total:.2f} ms; its {len(each)} generated kernels "
+          f"alone: {ours:.2f} ms (the rest: CuPy, cuBLAS, launch gaps)")
+    for ms, k in each[:top]:
+        print(f"  {ms:8.3f} ms  {k}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="resnet18")
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--device", default="cuda", help="cuda, or cpu to try the script")
+    ap.add_argument("--compiled", action="store_true",
+                    help="the compiled whole step instead: graphs, kernels' device times")
     args = ap.parse_args()
     cupy, reason = gpu_or_reason() if args.device == "cuda" else (True, None)
     if cupy is None:
         print(f"benchmarks/gpu_profile.py: nothing to measure: {reason}")
+        return
+    if args.compiled:
+        for name in args.models.split(","):
+            compiled_report(name, args.top)
         return
     import tracegrad
     libs = [tracegrad]

@@ -186,6 +186,22 @@ def test_the_cuda_tier_is_shown_and_dumped(fake, tmp_path, monkeypatch):
     assert "on the CUDA tier" in c.explain() and "tier: cuda" in str(c.kernels)
 
 
+def test_explain_says_how_each_part_runs_as_a_cuda_graph(fake):
+    """A CUDA variant's forward and backward each say whether they replay a CUDA graph, or
+    why not: here the double refuses to record, once the two warm calls have run."""
+    c = tg.compile(_chain, backend="cuda")
+    args = _on(_leaves([(5, 3), (3,)]), DEV)
+    for _ in range(4):
+        c(*args).backward()
+    text = c.explain()
+    for part in ("forward", "backward"):
+        assert (f"{part}: runs without a CUDA graph: recording failed (RuntimeError: the "
+                "CuPy double records no graph to replay)") in text, text
+    with tg.no_grad():      # a variant without a backward: its forward alone
+        c(*args)
+    assert "backward: runs" not in c.explain().split("variant 1")[1]
+
+
 def test_each_device_gets_its_own_variant(fake):
     c = tg.compile(_mlp, backend="cuda")
     args = _leaves([(6, 5), (5, 4), (4,)])

@@ -86,6 +86,7 @@ class Inspection:
                 lines.append(f"    {len(groups)} fused group(s) of {ops} ops; "
                              f"{v.workspace_bytes} bytes of buffers kept between calls")
                 lines.append(f"    kernels: {_tier_words(v, self.backend)}")
+            lines += [f"    {line}" for line in _graph_words(v)]
         for r in s["retrace_reasons"]:
             lines.append(f"  retraced because {r}")
         for r in s["eager_runs"]:
@@ -93,6 +94,23 @@ class Inspection:
         if self._eager:
             lines.append(f"  now running eagerly ({self._eager_reason})")
         return "\n".join(lines)
+
+
+def _graph_words(v):
+    """How a CUDA variant's forward and backward run: replaying a CUDA graph, or not and why."""
+    lines = []
+    for part, fn, off in (("forward", v.forward, getattr(v, "graph_off", None)),
+                          ("backward", v.backward, getattr(v, "backward_graph_off", None))):
+        if fn is None or not hasattr(v, "on_device"):      # not a CUDA variant
+            continue
+        off = off or getattr(fn, "off", None)
+        if off is not None:
+            lines.append(f"{part}: runs without a CUDA graph: {off}")
+        elif hasattr(fn, "replays"):
+            lines.append(f"{part}: replays a CUDA graph ({fn.replays} replay(s) so far, "
+                         f"{len(fn.slots)} recording(s) kept; {fn.held} call(s) ran without "
+                         f"one while callers held every recording's lent results)")
+    return lines
 
 
 class KernelList(list):
