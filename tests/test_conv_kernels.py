@@ -201,9 +201,10 @@ def test_max_pool_indices_values_and_scatter_equal_numpys(path, spec, dtype):
 def test_an_all_minus_infinity_window_picks_its_first_element_inside(path):
     x = np.full((1, 1, 4, 4), -np.inf, np.float32)
     maps = _maps(x.shape, (3, 3), (2, 2), (1, 1), (1, 1), False)
-    path("c")
-    idx = pool._argmax_impl(np, x, maps)
-    assert idx.tolist() == [[[[0, 1], [4, 5]]]]
+    for name in ("c", "numpy"):     # the NumPy code is CuPy's: its indices made on the device
+        path(name)
+        idx = pool._argmax_impl(np, x, maps)
+        assert idx.tolist() == [[[[0, 1], [4, 5]]]], name
 
 
 @needs_c

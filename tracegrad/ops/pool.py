@@ -285,14 +285,13 @@ def _window_argmax(xp, x, maps):
     start's plus the tap's offset, so the indices are made once at the end."""
     nd = len(maps)
     lead = x.ndim - nd
-    pads, views, base, offsets = [], [], 0, [0]
+    pads, views, base = [], [], 0
     plane = [math.prod(m[1] for m in maps[i + 1:]) for i in range(nd)]
     for i, (L, out, k, s, p, d) in enumerate(m[1:7] for m in maps):
         hi = max(0, (out - 1) * s - p + (k - 1) * d - (L - 1))
         pads.append((p, hi))
         views.append([slice(t * d, t * d + s * (out - 1) + 1, s) for t in range(k)])
         base = base + _along(xp.arange(out, dtype=np.int64) * s - p, i, nd) * plane[i]
-        offsets = [o + t * d * plane[i] for o in offsets for t in range(k)]
     if any(lo or hi for lo, hi in pads):
         x = xp.pad(x, ((0, 0),) * lead + tuple(pads), constant_values=_lowest(x.dtype))
     out_shape = x.shape[:lead] + tuple(m[2] for m in maps)
@@ -311,12 +310,22 @@ def _window_argmax(xp, x, maps):
         xp.subtract(number, tap, out=step)      # tap += take * (number - tap)
         xp.multiply(step, take, out=step)
         xp.add(tap, step, out=tap)
-    idx = base + xp.asarray(np.array(offsets, dtype=np.int64)).take(tap)
-    empty = tap < 0
-    if empty.any():     # an all-lowest window: its first position inside the input
-        first = sum(_along(t[3], i, nd) * plane[i]
-                    for i, t in enumerate(_lookup(xp, maps, x.dtype)))
-        xp.copyto(idx, xp.broadcast_to(first, idx.shape), where=empty)
+    # the winning tap's offset from its number, one digit a dim (the product's order, the
+    # last dim fastest), and an all-lowest window's (tap -1) first position inside the
+    # input: arithmetic on the device, no table copied over and no host read (a CUDA graph
+    # records it)
+    offset, rest, first = 0, tap.astype(np.int64), 0
+    for i in range(nd - 1, -1, -1):
+        L, out, k, s, p, d = maps[i][1:7]
+        offset = offset + (rest % k) * (d * plane[i])
+        rest = rest // k
+        start = xp.arange(out, dtype=np.int64) * s - p
+        t0 = (xp.maximum(-start, 0) + d - 1) // d
+        inside = xp.where((t0 < k) & (start + t0 * d < L), start + t0 * d,
+                          np.iinfo(np.int64).max)
+        first = first + _along(inside, i, nd) * plane[i]
+    idx = base + offset
+    xp.copyto(idx, xp.broadcast_to(first, idx.shape), where=tap < 0)
     return idx
 
 
