@@ -1,7 +1,7 @@
 """Where a model's training step spends its GPU time, op by op (tracegrad eager, profiled).
 
-For each model named (default resnet18), the zoo's training step runs eagerly on the GPU a
-few times, then one step runs under ``tracegrad.profiler.profile`` with the CUDA activity
+For each model named (default resnet18), the zoo's training step at its GPU sizes (models.py
+--device cuda's: ResNet-18 at 224x224, batch 64) runs eagerly on the GPU a few times, then one step runs under ``tracegrad.profiler.profile`` with the CUDA activity
 (device events around each op); the ops are printed by their total device time, so the
 ones that make a step slow are named. PyTorch eager's step, profiled the same way by
 ``torch.profiler``, follows when PyTorch is installed, for the same table on its side.
@@ -19,7 +19,8 @@ from gpu import gpu_or_reason
 
 
 def profile(torch, name, top, device="cuda", warm=3):
-    step, _ = zoo.program(torch, name, zoo.config(name), "eager", device=device)
+    size = "gpu" if device == "cuda" else "full"       # ResNet-18: 224x224, batch 64
+    step, _ = zoo.program(torch, name, zoo.config(name, size), "eager", device=device)
     for i in range(warm):
         step(i)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
@@ -47,7 +48,8 @@ def compiled_report(name, top, steps=6):
     import tracegrad
     from gpu import kernel_time, record_launches
     launches = record_launches()
-    step, compiled = zoo.program(tracegrad, name, zoo.config(name), "step", device="cuda")
+    step, compiled = zoo.program(tracegrad, name, zoo.config(name, "gpu"), "step",
+                                 device="cuda")
     for i in range(steps):
         step(i)
     tracegrad.cuda.synchronize()

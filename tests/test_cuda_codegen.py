@@ -214,6 +214,12 @@ def test_launch_says_how_a_kernel_runs():
     # rows of 5: a group of 8 threads a row, 32 rows a block, a part set a group
     assert (launch.group, launch.grid({}), launch.block({}), launch.counts({})) == (8, 94, 256, [5])
     assert launch.part_sets({}) == 94 * 32
+    # rows of 4 but 64 slots (a batch norm's per channel sums): a block a row, as many part
+    # sets as blocks, combined a block a tile of 32 slots
+    _, (k,) = kernels_of(lambda x: (x * 2).sum(dim=(0, 2, 3)), tg.randn(8, 64, 2, 2))
+    _, launch = cuda.CUDA().render(k)
+    assert (launch.group, launch.block({}), launch.counts({})) == (None, 32, [64])
+    assert (launch.part_sets({}), launch.combine_grid({})) == (launch.grid({}), 2)
     _, (k,) = kernels_of(lambda x: (x * 2).sum(dim=1), tg.randn(4, 3000), dynamic=True)
     _, launch = cuda.CUDA().render(k)
     assert (launch.kind, launch.combine, launch.symbols) == ("rows", None, ("s0", "s1"))
@@ -269,6 +275,10 @@ def _centered(x):
     return ((x - x.mean(dim=1, keepdim=True)) ** 2).sum()
 
 
+def _chansum(x, b):        # a batch norm's: per channel, over the batch and the positions
+    return (x * b).sum(dim=(0, 2)) * 2
+
+
 def _rowsum(x, b):
     return (x * b).sum(dim=1)
 
@@ -281,6 +291,7 @@ PROGRAMS = {"elementwise": (_chain, [(5, 3), (3,)], None),
             "colsum": (_colsum, [(40, 7), (7,)], None),     # a block a column combines
             "colsum_wide": (_colsum, [(12, 70), (70,)], None),  # a thread a column combines
             "rowmax_sum": (_rowmax_sum, [(20, 9)], None),
+            "chansum": (_chansum, [(6, 40, 3), (40, 1)], None),     # rows of 3, 40 slots
             "centered": (_centered, [(6, 70)], None),
             "dynamic": (_rowsum, [(9, 70), (70,)], True)}
 
