@@ -81,13 +81,16 @@ class Launch:
     ``grid(sizes)`` blocks of ``block(sizes)`` threads, a multiple of 32 (``sizes``: symbol
     -> int, ``{}`` for a static shape); its shared memory is static (no dynamic shared
     memory). ``kind`` is "elements" (``work`` elements, one thread each, grid-stride) or
-    "rows" (``work`` rows of ``row`` elements, one block a row, grid-stride).
+    "rows" (``work`` rows of ``row`` elements, one block a row, grid-stride; with ``group``,
+    a short row's group of threads a row, ``rows_per_block`` rows a block).
 
     ``partials``: per reduction over the rows, ``(count, acc dtype)``: the kernel writes
-    ``count`` accumulators a block, ``grid * count`` in all, into a buffer of the acc dtype.
+    ``count`` accumulators a part set, ``part_sets(sizes) * count`` in all, into a buffer of
+    the acc dtype.
     Then ``combine`` (a kernel name) runs on ``combine_grid(sizes)`` blocks of ``THREADS``
     with the arguments: the parts buffers, the result arrays (the partials' shapes and
-    dtypes), the number of blocks the first launch ran, and the size symbols.
+    dtypes), the number of part sets the first launch wrote (``part_sets``: one a block, or
+    one a group of a short row), and the size symbols.
     """
 
     def __init__(self, name, kind, work, row, partials, symbols, combine, group=None):
@@ -164,17 +167,28 @@ class _CudaWriter(_Writer):
             const float x = x_[o * 3 + j];
             ...
 
-    A softmax, one block a row::
+    A softmax over rows of 300, one block of 256 threads a row, two elements a thread::
 
         for (long long o = blockIdx.x; o < 4; o += gridDim.x) {
-          const long long n = 8;
+          const long long n = 300;
+          float e_row[2];  // this thread's elements, in registers
           float m_acc = (-(float)INFINITY);
-          for (long long j = threadIdx.x; j < n; j += blockDim.x) {
-            const float x = x_[o * 8 + j];
+          #pragma unroll
+          for (int i = 0; i < 2; i++) {
+            const long long j = threadIdx.x + i * 256;
+            if (j >= n) break;
+            const float x = x_[o * 300 + j];
             m_acc = (m_acc > x || isnan(m_acc) ? m_acc : x);
           }
           const float m = (float)tg_block_maximum_float(m_acc, tg_red_float);
+          ...         (the sum's loop keeps e = exp(x - m) in e_row[i]; the division's reads it)
+
+    Rows of 10, a group of 16 threads a row (``t``, a thread's place in it), two rows a warp::
+
+        for (long long o0 = blockIdx.x * 16 + threadIdx.x / 32 * 2; o0 < 6; ...) {
+          const bool live = o0 + threadIdx.x % 32 / 16 < 6;
           ...
+          const float m = (float)tg_group_maximum_float(m_acc, 16);
     """
 
     def render(self):
@@ -413,8 +427,8 @@ class _CudaWriter(_Writer):
         reduction; more slots, a block a tile of 32 slots (a warp's, read coalesced), each of
         its ``THREADS / 32`` lanes folding every so many part sets in order, then the lanes
         folded in lane order. A fixed order either way, so results repeat bit for bit. (A
-        thread a slot folding every set in turn took 1.7 ms on an H200 for a ResNet
-        batch norm's five reductions of 512 slots over 4096 sets: one load after another.)"""
+        thread a slot folding every set in turn, one load after another: on an H200 a ResNet
+        batch norm kernel with five reductions of 512 slots over 4096 sets took 1.7 ms.)"""
         k, lang = self.k, self.lang
         params = [f"const {lang.ctype(p.acc_dtype)} *__restrict__ {self.c(p.name)}_parts"
                   for p in k.partials]
