@@ -36,7 +36,9 @@ class Variant:
     variant whose tensors are on a GPU, its ``device``).
     """
 
-    _result_index = None    # per variant, once: the output index when the result is one tensor
+    # per variant, once: the output index when the result is one tensor, the indices when it
+    # is a plain tuple of tensors (a loss and its gradients), else -1
+    _result_index = None
 
     def __init__(self, label, title, profile_name, signature=None, paths=(), sources=(),
                  captured=(), captured_meta=(), free=(), impure=()):
@@ -136,8 +138,9 @@ class Variant:
             self._replay(first, tensors, outs, results)
         k = self._result_index
         if k is None:
-            tree = self.out_tree
-            k = self._result_index = tree.index if type(tree) is OutputRef else -1
+            k = self._result_index = _result_index(self.out_tree)
+        if type(k) is tuple:
+            return tuple([results[i] for i in k])
         if k >= 0:
             return results[k]
         return map_structure(self.out_tree,
@@ -167,6 +170,15 @@ class Variant:
             return print_graph(self.forward_graph, "forward", self.namer)
         return (print_graph(self.forward_graph, "forward", self.namer) + "\n"
                 + print_graph(self.backward_graph, "backward", self.namer))
+
+
+def _result_index(tree):
+    """``Variant._result_index`` of a traced result's tree."""
+    if type(tree) is OutputRef:
+        return tree.index
+    if type(tree) is tuple and all(type(leaf) is OutputRef for leaf in tree):
+        return tuple(leaf.index for leaf in tree)
+    return -1
 
 
 class SizeGuard:
