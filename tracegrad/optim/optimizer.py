@@ -70,7 +70,7 @@ def _number(x):
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
-_TESTS = {"!= 0": lambda v: v != 0, "> 0": lambda v: v > 0}
+_TESTS = {"!= 0": lambda v: bool(v != 0), "> 0": lambda v: bool(v > 0)}
 
 
 def option_is(group, key, test):
@@ -81,7 +81,7 @@ def option_is(group, key, test):
     move to or from 0 changes the program)."""
     if isinstance(group, _TracedGroup):
         return group.passes(key, test)
-    return bool(_TESTS[test](group[key]))
+    return _TESTS[test](group[key])
 
 
 class _TracedGroup:
@@ -114,10 +114,13 @@ class _TracedGroup:
         return value
 
     def passes(self, key, test):
-        """``option_is`` on this group, its branch checked by the variant at every call."""
-        fn = _TESTS[test]
-        return self._tracer.baked(f"optimizer.param_groups[{self._index}][{key!r}] {test}",
-                                  self._group, key, lambda v: bool(fn(v)))
+        """``option_is`` on this group, its branch checked by the variant at every call (one
+        check however often the step asks: a loop asks once a parameter)."""
+        if (key, test) not in self._read:
+            self._read[key, test] = self._tracer.baked(
+                f"optimizer.param_groups[{self._index}][{key!r}] {test}", self._group, key,
+                _TESTS[test])
+        return self._read[key, test]
 
     def get(self, key, default=None):
         return self[key] if key in self._group else default
