@@ -47,6 +47,7 @@ QUICK_TIMING = (0.1, 0.3, 3)
 BANDWIDTH_BYTES = 2 ** 30
 BANDWIDTH_AIM = 0.8
 BATCH = 20          # steps run back to back before one synchronisation
+BATCHES = 15        # such batches, of which the median is taken
 COMPILE_AIM_MS = 1000
 
 
@@ -66,7 +67,7 @@ def child(workload, system, quick, seconds=None):
     return row
 
 
-def back_to_back(call, batches=15):
+def back_to_back(call, batches=BATCHES):
     """``{"back_to_back_ms": ms}``: a step's share of ``BATCH`` steps run back to back with
     one synchronisation at the end, the median of ``batches`` batches: a training loop that
     reads nothing on the host between steps, so the host prepares a step while the device
@@ -262,8 +263,8 @@ def main():
           f"device synchronised; load average {fmt(load_average(), '.1f')}")
     print(f"first call timed on its own; steady state after {warm:g} s warm-up, {measure_s:g} s"
           f" of repetitions (at least {reps}); / CuPy = median / CuPy by hand's median; b2b ="
-          f" a step of {BATCH} run back to back, one synchronisation at the end (median of 15);"
-          f" a system is timed only if its max rel err < {TOLERANCE:g}")
+          f" a step of {BATCH} run back to back, one synchronisation at the end (median of"
+          f" {BATCHES}); a system is timed only if its max rel err < {TOLERANCE:g}")
     print_table(rows, workloads)
     print(f"copy bandwidth: {bandwidth / 1e9:.0f} GB/s (best of 10 copies of "
           f"{BANDWIDTH_BYTES >> 20} MiB, bytes read + written)")

@@ -1,10 +1,11 @@
 """Where a model's training step spends its GPU time, op by op (tracegrad eager, profiled).
 
 For each model named (default resnet18), the zoo's training step at its GPU sizes (models.py
---device cuda's: ResNet-18 at 224x224, batch 64) runs eagerly on the GPU a few times, then one step runs under ``tracegrad.profiler.profile`` with the CUDA activity
-(device events around each op); the ops are printed by their total device time, so the
-ones that make a step slow are named. PyTorch eager's step, profiled the same way by
-``torch.profiler``, follows when PyTorch is installed, for the same table on its side.
+--device cuda's: ResNet-18 at 224x224, batch 64) runs eagerly on the GPU a few times, then
+one step runs under ``tracegrad.profiler.profile`` with the CUDA activity (device events
+around each op); the ops are printed by their total device time, so the ones that make a
+step slow are named. PyTorch eager's step, profiled the same way by ``torch.profiler``,
+follows when PyTorch is installed, for the same table on its side.
 
     python benchmarks/gpu_profile.py                       # resnet18
     python benchmarks/gpu_profile.py --models resnet18,gpt_small --top 30
@@ -13,9 +14,11 @@ ones that make a step slow are named. PyTorch eager's step, profiled the same wa
 Without CuPy or a GPU it says so and exits with status 0.
 """
 import argparse
+import statistics
+import time
 
 import zoo
-from gpu import gpu_or_reason
+from gpu import gpu_or_reason, kernel_time, record_launches
 
 
 def profile(torch, name, top, device="cuda", warm=3):
@@ -42,11 +45,7 @@ def compiled_report(name, top, steps=6):
     kernel's device time alone (``gpu.kernel_time``) against the whole step's device time
     between two events: what is left is CuPy's and cuBLAS's share (products, convolutions'
     columns, copies)."""
-    import statistics
-    import time
-
     import tracegrad
-    from gpu import kernel_time, record_launches
     launches = record_launches()
     step, compiled = zoo.program(tracegrad, name, zoo.config(name, "gpu"), "step",
                                  device="cuda")

@@ -320,9 +320,9 @@ def _window_argmax(xp, x, maps):
         offset = offset + (rest % k) * (d * plane[i])
         rest = rest // k
         start = xp.arange(out, dtype=np.int64) * s - p
-        t0 = (xp.maximum(-start, 0) + d - 1) // d
-        inside = xp.where((t0 < k) & (start + t0 * d < L), start + t0 * d,
-                          np.iinfo(np.int64).max)
+        t0 = (xp.maximum(-start, 0) + d - 1) // d      # the first tap at or past 0
+        at = start + t0 * d
+        inside = xp.where((t0 < k) & (at < L), at, np.iinfo(np.int64).max)
         first = first + _along(inside, i, nd) * plane[i]
     idx = base + offset
     xp.copyto(idx, xp.broadcast_to(first, idx.shape), where=tap < 0)
