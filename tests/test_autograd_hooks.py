@@ -260,6 +260,27 @@ def test_saved_tensors_hooks_unpack_can_change_value():
     np.testing.assert_allclose(x.grad.numpy(), [10.0, 10.0])
 
 
+def test_pack_hook_that_computes_runs_without_hooks_or_grad_vs_torch():
+    # a pack hook's own ops (a cast, a copy, compression) save nothing through the hooks and
+    # record no graph, as PyTorch runs them: without that, the hook packs its own saves forever
+    torch = pytest.importorskip("torch")
+    for lib in (tg, torch):
+        seen = []
+
+        def pack(t):
+            r = (t * 1).to(lib.float64)
+            seen.append((r.requires_grad, lib.is_grad_enabled()))
+            return r
+
+        x = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        with lib.autograd.graph.saved_tensors_hooks(pack, lambda p: p.to(lib.float32)):
+            y = (x * x).sum()
+        assert seen == [(False, False), (False, False)]
+        assert lib.is_grad_enabled()
+        y.backward()
+        np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0, 6.0])
+
+
 def test_saved_tensors_hooks_nested_innermost_wins():
     outer, inner = [], []
     x = tg.tensor([1.0], requires_grad=True)

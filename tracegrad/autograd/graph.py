@@ -16,6 +16,7 @@ import weakref
 
 from .._hooks import Census
 from .anomaly_mode import _Anomaly, forward_stack
+from .grad_mode import _state as _grad_state
 
 _seq = itertools.count()
 
@@ -170,6 +171,17 @@ _hooks_state = _HooksState()
 _PACKING = Census()     # saved_tensors_hooks blocks open now, in any thread
 
 
+def _packed(pack, t):
+    """``pack(t)`` as PyTorch runs it: without recording gradients, and with no hook applied
+    to what its own ops save (a pack hook that computes, ``v.to(float16)``, would recurse)."""
+    stack, enabled = _hooks_state.stack, _grad_state.grad_enabled
+    _hooks_state.stack, _grad_state.grad_enabled = [], False
+    try:
+        return pack(t)
+    finally:
+        _hooks_state.stack, _grad_state.grad_enabled = stack, enabled
+
+
 class saved_tensors_hooks:
     """``with saved_tensors_hooks(pack, unpack):`` packs every tensor saved for backward."""
 
@@ -253,7 +265,7 @@ class SavedTensor:
             pack, self.unpack_hook = _hooks_state.stack[-1]
             if t._requires_grad:     # what unpack gives back gets t's autograd identity
                 self.meta = (None if is_output else t._grad_fn, t._output_nr, t._grad_acc)
-            self.packed = pack(t)
+            self.packed = _packed(pack, t)
         elif is_output:
             self.tensor = self.packed = None
             self.data = t._data      # no strong ref to the output itself: no cycle through grad_fn
