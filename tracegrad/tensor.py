@@ -92,7 +92,7 @@ def parse_to_args(args, kwargs):
 class Tensor:
     __slots__ = ("_data", "_requires_grad", "_grad", "_grad_fn", "_output_nr", "_vc_", "_base",
                  "_view_steps", "_view_version", "_backward_hooks", "_post_acc_hooks",
-                 "_grad_acc", "_retains_grad", "_is_inference", "_volatile", "dtype", "__weakref__")
+                 "_grad_acc", "_retains_grad", "_is_inference", "dtype", "__weakref__")
 
     # construction ------------------------------------------------------------
     @classmethod
@@ -107,7 +107,7 @@ class Tensor:
         t._output_nr = output_nr
         t._vc_ = vc
         t._base = t._view_steps = t._backward_hooks = t._post_acc_hooks = t._grad_acc = None
-        t._retains_grad = t._volatile = False
+        t._retains_grad = False
         t._is_inference = _gm.inference if _INFERENCE_THREADS.n else False
         return t
 
@@ -188,8 +188,6 @@ class Tensor:
                     "you can only change requires_grad flags of leaf variables. If you want to use a "
                     "computed variable in a subgraph that doesn't require differentiation use "
                     "var_no_grad = var.detach().")
-            return self
-        if requires_grad and self._volatile:
             return self
         if requires_grad and self.is_inference() and not grad_mode._state.inference:
             raise RuntimeError("Setting requires_grad=True on inference tensor outside "

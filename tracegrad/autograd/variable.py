@@ -1,8 +1,8 @@
 """``Variable``: the deprecated wrapper, kept so old code runs.
 
 ``Variable(t, requires_grad=...)`` returns a tensor sharing ``t``'s storage.
-``volatile=True`` warns (it was removed from PyTorch) and acts as no_grad: the
-tensor, and everything computed from it, records no history.
+``volatile=True`` only warns, as PyTorch's does: it was removed, and has no effect
+(``with tracegrad.no_grad():`` is what it meant).
 """
 import warnings
 
@@ -23,11 +23,8 @@ class Variable(metaclass=_VariableMeta):
             raise TypeError(f"Variable data has to be a tensor, but got {type(data).__name__}")
         t = Tensor._make(data._data, vc=data._vc)
         if volatile:
-            warnings.warn("volatile was removed (Variable.volatile is always False); this "
-                          "Variable records no history, as under `with tracegrad.no_grad():`",
-                          UserWarning, stacklevel=2)
-            t._volatile = True
-            return t
+            warnings.warn("volatile was removed and now has no effect. Use `with "
+                          "tracegrad.no_grad():` instead.", UserWarning, stacklevel=2)
         if requires_grad:
             t.requires_grad_(True)
         return t

@@ -112,16 +112,14 @@ def bind(prim, *args, **params):
 def apply_plain(prim, args, params):
     """``bind`` without interposition."""
     arrays = []
-    on_gpu = record = volatile = False
+    on_gpu = record = False
     dt, same = None, True     # the tensors' dtype; whether all args are tensors of that dtype
     for a in args:
         if isinstance(a, Tensor):
             d = a._data
             arrays.append(d)
-            if a._requires_grad or a._volatile:
+            if a._requires_grad:
                 record = True
-                if a._volatile:
-                    volatile = True
             if type(d) is not np.ndarray:
                 on_gpu = True
             if dt is None:
@@ -152,9 +150,7 @@ def apply_plain(prim, args, params):
     if out.dtype is not want and out.dtype != want:
         out = out.astype(want)
     t = Tensor._make(out, dtype=dt)
-    if volatile:      # a deprecated volatile Variable among the inputs: no history downstream
-        t._volatile = True
-    elif record and _gm.grad_enabled and prim.vjp is not None and dt.is_floating_point:
+    if record and _gm.grad_enabled and prim.vjp is not None and dt.is_floating_point:
         _record(prim, t, args, params)
     if prim.view:
         src = args[0]

@@ -114,7 +114,7 @@ def _inplace(prim, name, target, *others, **params):
         new = bind(prim, old, *others, **params)
     finally:
         _gm.grad_enabled = prev
-    if recording and differentiable and res_dt.is_floating_point and not new._volatile:
+    if recording and differentiable and res_dt.is_floating_point:
         _record(prim, new, (old,) + others, params, save_result=False)   # inputs before the write
     if new.shape != target.shape:
         raise op_error(name, f"output with shape {list(target.shape)} doesn't match the broadcast "
