@@ -425,6 +425,24 @@ def test_binary_cross_entropy_with_logits(kw):
                                              else v for k, v in mod_kw.items()}), x, t)
 
 
+@pytest.mark.parametrize("pos_weight", [None, 2.5])
+def test_binary_cross_entropy_with_logits_saturated_keeps_precision(pos_weight):
+    # loss and gradient against float64 at logits far on either side: no term cancels
+    # another, so a true gradient of 2e-9 (x = -20, t = 0) is not rounded to 0
+    x64 = np.array([-40.0, -20.0, -6.5, -1.0, 0.0, 1.0, 6.5, 20.0, 40.0])
+    p = 1.0 if pos_weight is None else pos_weight
+    kw = {} if pos_weight is None else {"pos_weight": tg.tensor(pos_weight)}
+    for t in (0.0, 1.0):
+        x = tg.tensor(x64.astype(np.float32), requires_grad=True)
+        loss = F.binary_cross_entropy_with_logits(x, tg.full((9,), t), reduction="none", **kw)
+        loss.sum().backward()
+        xs = x64.astype(np.float32).astype(np.float64)
+        want = (1 - t) * np.logaddexp(0, xs) + p * t * np.logaddexp(0, -xs)
+        want_grad = (1 - t) / (1 + np.exp(-xs)) - p * t / (1 + np.exp(xs))
+        np.testing.assert_allclose(loss.detach().numpy(), want, rtol=ulps(np.float32, 8))
+        np.testing.assert_allclose(x.grad.numpy(), want_grad, rtol=ulps(np.float32, 8))
+
+
 def test_binary_cross_entropy():
     torch = _torch()
     x = np.random.default_rng(6).uniform(0.05, 0.95, (4, 3)).astype(np.float32)

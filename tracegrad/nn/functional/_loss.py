@@ -173,16 +173,19 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
 @backward_name("BinaryCrossEntropyWithLogitsBackward0")
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
                                      reduction="mean", pos_weight=None):
-    """``(1 - t) x - log_sigmoid(x)`` (times ``1 + (pos_weight - 1) t`` on the log term):
-    PyTorch's stable formula, so large logits neither overflow nor lose precision."""
+    """``(1 - t) softplus(x) + p t softplus(-x)``, ``p`` the pos_weight (1 without): PyTorch's
+    ``(1 - t) x + (1 + (p - 1) t) softplus(-x)`` rearranged so that no term cancels another.
+    Neither the loss nor its gradient, ``(1 - t) sigmoid(x) - p t sigmoid(-x)``, loses
+    precision for a large logit of either sign: the gradient for ``t = 0`` is ``sigmoid(x)``
+    itself, not ``1 - sigmoid(-x)``, which is 0 in float32 from ``x = -17`` down."""
     reduction = _reduction(size_average, reduce, reduction, "binary_cross_entropy_with_logits")
     if target.shape != input.shape:
         raise ValueError(f"Target size ({target.shape}) must be the same as input size "
                          f"({input.shape})")
-    log_sig = log_sigmoid(input)
-    if pos_weight is not None:
-        log_sig = log_sig * ((pos_weight - 1) * target + 1)
-    loss = (1 - target) * input - log_sig
+    loss_if_0 = -log_sigmoid(-input)        # softplus(x): the loss where t = 0
+    loss_if_1 = -log_sigmoid(input)         # softplus(-x): the loss where t = 1
+    weight_1 = target if pos_weight is None else target * pos_weight
+    loss = (1 - target) * loss_if_0 + weight_1 * loss_if_1
     return _reduce(loss if weight is None else loss * weight, reduction)
 
 
