@@ -130,6 +130,45 @@ def test_autograd_grad_and_hooks_on_outputs():
     _close(seen[0], [1, 1])
 
 
+def test_saved_tensors_hooks_see_a_compiled_functions_residuals():
+    # as PyTorch's compiled functions save theirs: packed at the call, unpacked at backward,
+    # and what unpack returns is what the backward uses
+    def f(x, w):
+        return (x @ w).tanh().sum()
+    c = tg.compile(f)
+    x = tg.ones(3, 4)
+    grads = {}
+    for name, fn in (("eager", f), ("compiled", c), ("compiled again", c)):
+        for zeroed in (False, True):
+            packed, unpacked = [], []
+
+            def pack_hook(t):
+                packed.append(t.shape)
+                return t.detach().numpy().copy()      # held by the hook, not the node
+
+            def unpack_hook(p, zeroed=zeroed):
+                unpacked.append(p.shape)
+                return tg.tensor(p) * (0 if zeroed else 1)
+            w = tg.full((4, 2), 0.1, requires_grad=True)
+            with tg.autograd.graph.saved_tensors_hooks(pack_hook, unpack_hook):
+                y = fn(x, w)
+            assert packed and not unpacked
+            y.backward(retain_graph=True)
+            n = len(unpacked)
+            assert n > 0
+            y.backward()
+            assert len(unpacked) == 2 * n
+            grads[name, zeroed] = w.grad.numpy() / 2
+    for name, zeroed in grads:
+        _close(grads[name, zeroed], grads["eager", zeroed], rtol=1e-5, atol=1e-6)
+        assert (np.abs(grads[name, zeroed]).max() > 0) == (not zeroed)
+    packed = []
+    with tg.autograd.graph.saved_tensors_hooks(lambda t: packed.append(1) or t, lambda t: t):
+        pass
+    c(x, tg.full((4, 2), 0.1, requires_grad=True)).backward()     # outside the block: no hook
+    assert packed == []
+
+
 def test_retain_graph_and_the_second_backward_error():
     f = tg.compile(lambda x: (x * x).sum())
     x = tg.tensor([1.0, 2.0], requires_grad=True)

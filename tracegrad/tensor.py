@@ -376,7 +376,7 @@ def _rebuild(array, device, requires_grad):
 
 
 # Saved tensors unpack into tensors of this class (``autograd.graph`` sits below this module)
-_graph.Tensor = Tensor
+_graph.Tensor, _graph.no_grad = Tensor, grad_mode.no_grad
 
 # Conversions, and the queries of the array's dtype and layout (tensor_convert.py)
 for _name, _method in vars(TensorConversions).items():

@@ -14,15 +14,17 @@ import re
 import threading
 import weakref
 
+from .. import _hooks
 from .._hooks import Census
 from .anomaly_mode import _Anomaly, forward_stack
-from .grad_mode import _state as _grad_state
 
 _seq = itertools.count()
 
-# ``tracegrad.tensor.Tensor``, which unpacked saved tensors are made of: ``tensor`` sets it
-# when it is imported, as it sits above this module (a tensor holds nodes and hooks).
+# ``tracegrad.tensor.Tensor``, which unpacked saved tensors are made of, and
+# ``grad_mode.no_grad``, which a pack hook runs under: ``tensor`` sets them when it is
+# imported, as it sits above this module (a tensor holds nodes and hooks).
 Tensor = None
+no_grad = None
 
 # ``autograd.engine.backward``, which ``Tensor.backward`` runs: the engine sets it when it is
 # imported, as it sits above the tensor (it makes the root gradients with creation functions).
@@ -64,6 +66,8 @@ class _HookDict(dict):
 
 
 def add_hook(owner_dict, fn):
+    if _hooks.state.tracer is not None:     # inside tracegrad.compile
+        _hooks.state.tracer.hook_registered()
     handle = RemovableHandle(owner_dict)
     owner_dict[handle.id] = fn
     return handle
@@ -173,13 +177,19 @@ _PACKING = Census()     # saved_tensors_hooks blocks open now, in any thread
 
 def _packed(pack, t):
     """``pack(t)`` as PyTorch runs it: without recording gradients, and with no hook applied
-    to what its own ops save (a pack hook that computes, ``v.to(float16)``, would recurse)."""
-    stack, enabled = _hooks_state.stack, _grad_state.grad_enabled
-    _hooks_state.stack, _grad_state.grad_enabled = [], False
+    to what its own ops save (a pack hook that computes, ``v.to(float16)``, would recurse).
+    Inside a trace, the hook runs untraced, on the trace run's real values: it is the user's
+    memory policy, not part of the function (it may copy to NumPy, say)."""
+    stack, _hooks_state.stack = _hooks_state.stack, []
+    tracer = _hooks.state.tracer
     try:
-        return pack(t)
+        with no_grad():
+            if tracer is None:
+                return pack(t)
+            with tracer.suspended():
+                return pack(t)
     finally:
-        _hooks_state.stack, _grad_state.grad_enabled = stack, enabled
+        _hooks_state.stack = stack
 
 
 class saved_tensors_hooks:

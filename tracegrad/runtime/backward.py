@@ -7,17 +7,39 @@ through eager ops on the saved inputs, so the gradients are differentiable
 again (any order), with the generators set back to where the forward found them, so
 its random ops draw the forward's numbers again. ``release`` frees the residuals (a second backward without
 ``retain_graph`` raises PyTorch's error), and inputs saved for backward are
-checked against in-place changes as eager saved tensors are.
+checked against in-place changes as eager saved tensors are. Under
+``saved_tensors_hooks``, the residuals are saved through the hooks
+(``PackedResiduals``), as PyTorch's compiled functions save theirs.
 """
 
 from tracegrad.autograd import grad_mode
-from tracegrad.autograd.graph import FREED_ERROR, Node
+from tracegrad.autograd.graph import _PACKING, FREED_ERROR, Node, SavedTensor, _hooks_state
 from tracegrad.ir import evaluate
 from tracegrad.tensor import Tensor
 
 from .events import run_generated
 
 _gm = grad_mode._state
+
+
+def packing():
+    """Whether a ``saved_tensors_hooks`` block is open in this thread."""
+    return bool(_PACKING.n and _hooks_state.stack)
+
+
+class PackedResiduals:
+    """A call's residuals saved through the open ``saved_tensors_hooks``: each is packed
+    now, and unpacked when the backward runs (a hook that offloads or compresses them holds
+    them instead of the node). ``kept``: arrays after them that no hook sees (the sizes of a
+    dynamic variant)."""
+    __slots__ = ("saved", "kept")
+
+    def __init__(self, arrays, kept=()):
+        self.saved = [SavedTensor(Tensor._make(a)) for a in arrays]
+        self.kept = list(kept)
+
+    def unpack(self, node):
+        return [s.unpack(node)._data for s in self.saved] + self.kept
 
 
 class CompiledFunctionBackward(Node):
@@ -41,7 +63,10 @@ class CompiledFunctionBackward(Node):
                     outs = self._replaying(evaluate, v.joint, args, sizes,
                                            f"cuda:{v.device_index}")
             return [None if k is None else outs[k] for k in v.grad_index]
-        arrays = run_generated(v.backward, [*self.residuals, *[g._data for g in grads]],
+        residuals = self.residuals
+        if type(residuals) is PackedResiduals:
+            residuals = residuals.unpack(self)
+        arrays = run_generated(v.backward, [*residuals, *[g._data for g in grads]],
                                v.profile_name, "backward", v.device_index)
         make, asarray = Tensor._make, v.asarray
         return [None if k is None else make(asarray(arrays[k])) for k in v.grad_index]

@@ -19,7 +19,7 @@ from tracegrad.tensor import Tensor
 from tracegrad.trace import OutputRef, map_structure
 
 from . import cuda_tier, tiers
-from .backward import CompiledFunctionBackward
+from .backward import CompiledFunctionBackward, PackedResiduals, packing
 from .dynamic import carrier_of, size_carrier
 from .events import phase, run_generated
 from .guards import FreeGuard
@@ -68,7 +68,6 @@ class Variant:
     grad_checks = grad_sets = scalars = after = ()   # see Tracer.finish and Tracer.scalar_input
     grad_guard = None       # the index in ``guards`` of the check on .grad
     n_extra = 0     # the forward's outputs after the mutations: new .grad values, stored tensors
-    unreplayable = None     # why the stores it made cannot be made again (Tracer._replays)
     size_carrier = None     # [(argument index, dim)]: sizes its backward gets in a carrier
 
     def run(self, tensors, first=False):
@@ -122,8 +121,11 @@ class Variant:
             node = CompiledFunctionBackward(
                 tuple([tensors[i]._grad_edge() for i in self.wrt]), meta)
             node.variant = self
-            if self.size_carrier:
-                residuals = list(residuals) + [carrier_of(tensors, self.size_carrier)]
+            carrier = [carrier_of(tensors, self.size_carrier)] if self.size_carrier else []
+            if packing():       # saved through the user's saved_tensors_hooks
+                residuals = PackedResiduals(residuals, carrier)
+            elif carrier:
+                residuals = list(residuals) + carrier
             node.residuals = residuals
             node.inputs = tensors
             node.versions = [(tensors[i], tensors[i]._vc.value) for i in self.saved_inputs]
@@ -332,7 +334,7 @@ def _effects(v, traced):
     """What a run does besides its graph: set ``.grad``s, read learning rates afresh, check
     the plain values it baked, replay a scheduler's step."""
     v.grad_checks, v.grad_sets = traced.grad_checks, traced.grad_sets
-    v.n_extra, v.unreplayable = traced.n_extra, traced.unreplayable
+    v.n_extra = traced.n_extra
     if v.grad_checks:
         v.grad_guard = len(v.guards)
         v.guards.append(GradGuard(v.grad_checks))
