@@ -143,6 +143,56 @@ def test_a_stored_tensor_that_needs_grad_and_is_not_returned_stops_compiling():
     np.testing.assert_array_equal(x.grad._data, [3, 3])
 
 
+def test_a_stored_tensor_that_needs_grad_is_on_the_first_calls_graph_too():
+    # the first call's result hangs from the same graph as the tensor it stored: a variant's
+    # result would not, and h.retain_grad() would leave h.grad None after the backward
+    kept = {}
+
+    def f(x, w):
+        h = x @ w
+        h.retain_grad()
+        kept["h"] = h
+        return h.tanh().sum()
+    c = tg.compile(f)
+    x, w = tg.ones(3, 4), tg.full((4, 2), 0.1, requires_grad=True)
+    f(x, w).backward()
+    want = kept["h"].grad.numpy().copy()
+    for call in range(2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore" if call else "error")
+            if call == 0:
+                with pytest.raises(RuntimeWarning, match="needs a gradient"):
+                    c(x, w)
+            c(x, w).backward()
+        np.testing.assert_allclose(kept["h"].grad.numpy(), want, rtol=1e-6)
+    with pytest.raises(RuntimeError, match="needs a gradient.*fullgraph=True"):
+        tg.compile(f, fullgraph=True)(x, w)
+
+
+@pytest.mark.parametrize("where", ["tensor", "node"])
+def test_a_gradient_hook_registered_inside_runs_as_eager(where):
+    # a compiled backward runs no Python hook: the call goes on eagerly from the registration,
+    # so the hook changes the gradient as it does without compile, on every call
+    def f(x, w):
+        h = x @ w
+        if where == "tensor":
+            h.register_hook(lambda g: g * 0)
+        else:
+            h.grad_fn.register_prehook(lambda gs: (gs[0] * 0,))
+        return h.tanh().sum() + w.sum()
+    c = tg.compile(f)
+    x = tg.ones(3, 4)
+    for call in range(3):
+        w = tg.full((4, 2), 0.1, requires_grad=True)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            c(x, w).backward()
+        assert any("registers a gradient hook" in str(m.message) for m in caught) == (call == 0)
+        np.testing.assert_array_equal(w.grad.numpy(), np.ones((4, 2)))
+    with pytest.raises(RuntimeError, match="registers a gradient hook.*fullgraph=True"):
+        tg.compile(f, fullgraph=True)(x, w)
+
+
 def test_a_module_that_keeps_state_on_itself_runs_as_eager():
     class Counter(tg.nn.Module):
         def __init__(self):

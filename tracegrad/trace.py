@@ -57,7 +57,6 @@ class Traced:
     grad_sets = grad_checks = scalars = value_guards = after = ()
     hints = {}
     n_extra = 0             # outputs after the mutations: new .grad values, stored tensors
-    unreplayable = None     # why a store the trace made cannot be made again by a variant
     replayed_keys = frozenset()
 
     def __init__(self, graph, arg_tensors, captured, guards, mutations, out_tree, shape_env=None,
@@ -353,7 +352,7 @@ class Tracer(Effects):
             else:
                 outputs.append(self.value_of(final))
                 grad_sets.append((where, len(outputs) - 1))
-        after, unreplayable = self._replays(outputs, n_results)
+        after = self._replays(outputs, n_results)
         # The values the user's assignments named are built again with those names, so the
         # graph's values carry their names from construction on and nobody renames them.
         named = {v: Value(v.aval, n) for v, n in self.names.items()}
@@ -368,7 +367,6 @@ class Tracer(Effects):
         traced = Traced(graph, list(self.arg_tensors), [t for t, _ in self.captured], guards,
                         mutations, (tree, n_results), self.shape_env, self.sym_dims)
         traced.n_extra = len(outputs) - n_results - len(mutations)
-        traced.unreplayable = unreplayable
         traced.grad_sets, traced.grad_checks = grad_sets, grad_checks
         traced.scalars, traced.value_guards = self.scalars, self.value_guards
         traced.after, traced.hints = after, self.hints

@@ -43,7 +43,14 @@ class Effects:
         if self.abandoned is None:
             self.abandoned = (reason, for_good)
         self.run_after()
-        _hooks.state.bind_hook, _hooks.state.tracer = self._below, None
+        if _hooks.state.tracer is self:     # still recording: eager from here
+            _hooks.state.bind_hook, _hooks.state.tracer = self._below, None
+
+    def hook_registered(self):
+        """A gradient hook registered on a tensor or a node: a compiled backward runs no
+        Python hook, and a variant would not register it again, so the call goes on eagerly
+        from here and the hook joins the eager graph, as it does without compile."""
+        self.abandon(f"registers a gradient hook at {user_line()}")
 
     def grad_written(self, t, reads=False):
         """``t.grad`` is about to be set (``reads``: from the one it holds, by accumulation):
@@ -102,12 +109,25 @@ class Effects:
                                   "of the compiled function, or compile without fullgraph "
                                   "to run such calls eagerly.", UnsupportedError)
 
+    def unreplayable_store(self, results):
+        """Why a store the trace run made cannot be made by a variant, or None: a tensor that
+        needs a gradient and is not among ``results`` (the result's tensors). A variant's
+        copy of it would hang from no graph the user's backward reaches (its ``retain_grad``,
+        its hooks, a backward from it), so the call runs eagerly, this one included."""
+        returned = {id(self.value_of(t)) for t in results}
+        for what, _, specs, _ in self.after:
+            for kind, a in specs:
+                if (kind == "tensor" and a._requires_grad and id(a) not in self.external
+                        and id(self.value_of(a)) not in returned):
+                    return (f"writes to {what} a tensor that needs a gradient and is not one "
+                            "of its results")
+        return None
+
     def _replays(self, outputs, n_results):
         """``after`` with each tensor a store wrote named as the variant finds it again:
         ("result", k), ("input", where) or ("output", k), a new output appended to
-        ``outputs``; and why a store cannot be replayed (a tensor that needs a gradient and is
-        not a result), or None."""
-        after, unreplayable = [], None
+        ``outputs`` (``unreplayable_store`` has ruled out one that needs a gradient)."""
+        after = []
         for what, fn, specs, done in self.after:
             resolved = []
             for kind, a in specs:
@@ -117,16 +137,13 @@ class Effects:
                     else:
                         v = self.value_of(a)
                         k = next((k for k in range(n_results) if outputs[k] is v), None)
-                        if k is None and a._requires_grad:
-                            unreplayable = (f"writes to {what} a tensor that needs a gradient "
-                                            "and is not one of its results")
                         if k is None:
                             outputs.append(v)
                             k = len(outputs) - 1
                         kind, a = ("result" if k < n_results else "output"), k
                 resolved.append((kind, a))
             after.append((what, fn, resolved, done))
-        return after, unreplayable
+        return after
 
     def _where(self, t):
         """An argument tensor by its position (each call has its own), any other by itself."""

@@ -28,7 +28,7 @@ from tracegrad import _hooks
 from tracegrad.autograd import grad_mode
 from tracegrad.tensor import Tensor
 from tracegrad.symbolic import MARKS, Specialize
-from tracegrad.trace import Tracer, UnsupportedError
+from tracegrad.trace import Tracer, UnsupportedError, map_structure
 from tracegrad.transform import instrument
 
 from . import cuda_tier, tiers
@@ -224,10 +224,7 @@ class CompiledFunction(EagerFallback, Inspection):
         unreplayable = prepare(v.impure)
         if unreplayable:     # this call's trace is right; later calls cannot be checked
             self._run_eagerly_for(unreplayable)
-        out = v.run(tensors + v.captured, first=True)
-        if v.unreplayable:      # this call's stores were made; later calls could not make them
-            self._run_eagerly_because(v.unreplayable, True)
-        return out
+        return v.run(tensors + v.captured, first=True)
 
     def _compile(self, args, kwargs, tensors, paths, key, reason, raw=None):
         if reason is not None:
@@ -312,6 +309,12 @@ class CompiledFunction(EagerFallback, Inspection):
                 if tracer.abandoned is not None and tracer.abandoned[1]:
                     self._run_eagerly_because(*tracer.abandoned)
             raise
+        if tracer.abandoned is None:
+            returned = []
+            map_structure(result, lambda x: returned.append(x) if isinstance(x, Tensor) else x)
+            why = tracer.unreplayable_store(returned)
+            if why is not None:     # the trace run, an eager run, is this call's too
+                tracer.abandon(why)
         if tracer.abandoned is not None:    # the rest of the call ran eagerly: it is done
             raise _RanEagerly(result, *tracer.abandoned)
         tracer.restore()
