@@ -403,3 +403,30 @@ def test_repr_with_grad_vs_torch():
                   lambda lib: lib.tensor([[1.0, 2.0]], requires_grad=True).sum(),
                   lambda lib: lib.tensor([1.0, 2.0], requires_grad=True).exp()):
         assert repr(build(tg)) == repr(build(torch))
+
+
+def test_grad_is_grads_batched_vs_torch():
+    # each grad_output's first dimension is a batch: a Jacobian in one call, by rows
+    torch = pytest.importorskip("torch")
+    res = []
+    for lib in (tg, torch):
+        x = lib.tensor([0.5, -1.0, 2.0], requires_grad=True)
+        z = lib.tensor([1.0, 2.0], requires_grad=True)
+        y = x.sin() * x
+        (jac,) = lib.autograd.grad(y, x, lib.eye(3), is_grads_batched=True, retain_graph=True)
+        assert tuple(jac.shape) == (3, 3)
+        # two outputs, a batch of 2, create_graph: the batched gradients are differentiable
+        w = (x * x).sum() * z
+        gx, gz = lib.autograd.grad((y, w), (x, z), (lib.ones(2, 3), lib.ones(2, 2) * 2),
+                                   is_grads_batched=True, create_graph=True)
+        (ggx,) = lib.autograd.grad(gx.sum(), x, retain_graph=True)
+        unused = lib.autograd.grad(y, (x, lib.ones(2, requires_grad=True)), lib.ones(4, 3),
+                                   is_grads_batched=True, retain_graph=True, allow_unused=True)
+        assert unused[1] is None and tuple(unused[0].shape) == (4, 3)
+        with pytest.raises(RuntimeError, match="interpret the first dimension of each"):
+            lib.autograd.grad(y, x, lib.ones(2, 4), is_grads_batched=True, retain_graph=True)
+        with pytest.raises(RuntimeError, match="implicitly created only for scalar outputs"):
+            lib.autograd.grad(y, x, None, is_grads_batched=True)
+        res.append([_np(t) for t in (jac, gx, gz, ggx)])
+    for a, b in zip(*res):
+        np.testing.assert_allclose(a, b, **close(np.float32, 8))

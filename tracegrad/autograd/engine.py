@@ -160,6 +160,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     if len(grads) != len(outputs):
         raise RuntimeError(f"grad_outputs must have the same length as outputs: got "
                            f"{len(grads)} and {len(outputs)}")
+    if is_grads_batched:
+        return _grads_batched(outputs, inputs, grads, retain_graph, create_graph, allow_unused,
+                              materialize_grads)
     for t in inputs:
         if not t._requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
@@ -179,6 +182,50 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                 from ..creation import zeros_like
                 g = zeros_like(t)
         out.append(g)
+    return tuple(out)
+
+
+def _grads_batched(outputs, inputs, grads, retain_graph, create_graph, allow_unused,
+                   materialize_grads):
+    """``grad(..., is_grads_batched=True)``: the first dimension of each grad_output is a
+    batch. One backward per entry, over the same graph, and each input's gradients stacked
+    along a new first dimension (PyTorch vmaps the backward; the gradients are the same)."""
+    from ..creation import zeros, zeros_like
+    from ..ops.shape_ops import stack
+    for k, (o, g) in enumerate(zip(outputs, grads)):
+        if g is None:
+            raise RuntimeError("grad can be implicitly created only for scalar outputs")
+        if tuple(g.shape[1:]) != tuple(o.shape):
+            raise RuntimeError(
+                "If `is_grads_batched=True`, we interpret the first dimension of each "
+                "grad_output as the batch dimension. The sizes of the remaining dimensions are "
+                "expected to match the shape of corresponding output, but a mismatch was "
+                f"detected: grad_output[{k}] has a shape of {g.shape[1:]} and output[{k}] has "
+                f"a shape of {o.shape}. If you only want some tensors in `grad_output` to be "
+                "considered batched, consider using vmap.")
+    batch = grads[0].shape[0] if grads else 0
+    if any(g.shape[0] != batch for g in grads):
+        raise RuntimeError(f"is_grads_batched=True: every grad_output needs the same batch "
+                           f"size, got {[g.shape[0] for g in grads]}")
+    if retain_graph is None:
+        retain_graph = create_graph
+    rows = [grad(outputs, inputs, tuple(g[b] for g in grads),
+                 retain_graph=retain_graph or b < batch - 1, create_graph=create_graph,
+                 allow_unused=True) for b in range(batch)]
+    out = []
+    for i, t in enumerate(inputs):
+        found = [row[i] for row in rows]
+        if batch and all(g is None for g in found):
+            if not allow_unused:
+                raise RuntimeError("One of the differentiated Tensors appears to not have been "
+                                   "used in the graph. Set allow_unused=True if this is the "
+                                   "desired behavior.")
+            out.append(zeros_like(t) if materialize_grads else None)
+            continue
+        if not batch:
+            out.append(zeros((0, *t.shape), dtype=t.dtype, device=t.device))
+            continue
+        out.append(stack([zeros_like(t) if g is None else g for g in found]))
     return tuple(out)
 
 
