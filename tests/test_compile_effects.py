@@ -346,3 +346,38 @@ def test_a_value_read_after_the_trace_writes_it_is_guarded_on_what_it_will_be():
     assert compiled == eager == [3.0, 3.0, 2.0, 2.0, 2.0]
     # .item() is guarded by value, and the value after add_ differs at every call
     assert g.stats["compiles"] == 5 and g.stats["cache_hits"] == 0
+
+
+@pytest.mark.parametrize("transform", ["jvp", "jacfwd", "hessian", "dual argument"])
+def test_forward_mode_ad_under_compile_gives_eagers_tangents(transform):
+    # a graph carries no tangents: a forward-AD level opened inside the function, or one
+    # open around the call, makes the call eager (its tangents were zeros or None before)
+    def f(x):
+        return x.sin() * x
+    x, v = tg.tensor([0.5, -1.0, 2.0]), tg.tensor([1.0, 0.5, -2.0])
+    fwd = tg.autograd.forward_ad
+
+    def run(fn):
+        if transform == "dual argument":
+            with fwd.dual_level():
+                return fwd.unpack_dual(fn(fwd.make_dual(x, v))).tangent.numpy().copy()
+        return fn(x).numpy().copy()
+    if transform == "jvp":
+        def eager(x):
+            return tg.func.jvp(f, (x,), (v,))[1]
+    elif transform == "jacfwd":
+        eager = tg.func.jacfwd(f)
+    elif transform == "hessian":
+        eager = tg.func.hessian(lambda x: f(x).sum())
+    else:
+        eager = f
+    want = run(eager)
+    assert np.abs(want).max() > 0.1
+    c = tg.compile(eager)
+    for _ in range(2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            np.testing.assert_allclose(run(c), want, rtol=1e-6, atol=1e-7)
+    if transform == "dual argument":      # outside a level the same function compiles
+        np.testing.assert_allclose(c(x).numpy(), f(x).numpy(), rtol=1e-6)
+        assert c.stats["compiles"] == 1

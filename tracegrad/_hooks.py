@@ -94,8 +94,8 @@ def suspended(**values):
         for k in values:
             if k in own:
                 setattr(state, k, own[k])
-            else:
-                delattr(state, k)
+            else:       # (a tracer that stopped recording may have handed it back already)
+                state.__dict__.pop(k, None)
 
 
 class _Module(types.ModuleType):

@@ -302,6 +302,7 @@ class Tracer(Effects):
     def active(self):
         """Record every primitive call made inside the block."""
         self._below = _hooks.bind_hook
+        self._below_own = "bind_hook" in _hooks.state.__dict__     # else every thread's
         with _hooks.bind_hook_installed(self.hook), _hooks.suspended(tracer=self):
             yield self
 

@@ -43,8 +43,13 @@ class Effects:
         if self.abandoned is None:
             self.abandoned = (reason, for_good)
         self.run_after()
-        if _hooks.state.tracer is self:     # still recording: eager from here
-            _hooks.state.bind_hook, _hooks.state.tracer = self._below, None
+        state = _hooks.state
+        if state.tracer is self:    # still recording: eager from here, with this thread's
+            if self._below_own:     # hooks as they were (or every thread's, inherited: a
+                state.bind_hook = self._below       # forward-AD level opened from here on)
+            else:
+                state.__dict__.pop("bind_hook", None)
+            state.tracer = None
 
     def hook_registered(self):
         """A gradient hook registered on a tensor or a node: a compiled backward runs no

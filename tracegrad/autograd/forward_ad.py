@@ -276,6 +276,8 @@ def enter_dual_level():
     from ..ops import inplace_views
     if _current_level >= 0:
         raise RuntimeError("Nested forward mode AD is not supported at the moment")
+    if _hooks.tracer is not None:   # inside tracegrad.compile: a graph carries no tangents
+        _hooks.tracer.abandon("opens a forward-mode AD level (forward_ad, func.jvp, jacfwd)")
     _tensor_class()
     _hook_cm = _hooks.bind_hook_installed(_on_bind, all_threads=True)
     _hook_cm.__enter__()

@@ -25,7 +25,7 @@ from numpy import ndarray
 
 from tracegrad.codegen.support import GuardFailure
 from tracegrad import _hooks
-from tracegrad.autograd import grad_mode
+from tracegrad.autograd import forward_ad, grad_mode
 from tracegrad.tensor import Tensor
 from tracegrad.symbolic import MARKS, Specialize
 from tracegrad.trace import Tracer, UnsupportedError, map_structure
@@ -108,9 +108,11 @@ class CompiledFunction(EagerFallback, Inspection):
 
     # calling ---------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        # nested in another trace, or inside vmap (a draw hook is set: its rules run the ops,
-        # on batched tensors a variant cannot take): inline it
-        if self._eager or _hooks.tracer is not None or _hooks.state.draw_hook is not None:
+        # nested in another trace, inside vmap (a draw hook is set: its rules run the ops, on
+        # batched tensors a variant cannot take) or in a forward-mode AD level (the tangents
+        # are computed op by op, and a variant carries none): inline it
+        if (self._eager or _hooks.tracer is not None or _hooks.state.draw_hook is not None
+                or forward_ad._current_level >= 0):
             if self._eager:
                 self.stats["fallbacks"] += 1
             return self._call_eagerly(*args, **kwargs)
