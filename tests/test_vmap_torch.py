@@ -150,3 +150,46 @@ def test_per_sample_gradients_of_an_ensemble():
         return L.func.vmap(L.func.vmap(L.func.grad(loss), in_dims=(None, 0)))(L.tensor(w),
                                                                               L.tensor(x))
     np.testing.assert_allclose(run(tg).numpy(), run(torch).numpy(), rtol=1e-10, atol=1e-12)
+
+
+def _cube(L):
+    """PyTorch's "Extending torch.func" example shape: a Function with setup_context and
+    generate_vmap_rule, two outputs and a weight that is not mapped."""
+    class Cube(L.autograd.Function):
+        generate_vmap_rule = True
+
+        @staticmethod
+        def forward(x, w):
+            return x ** 3 * w, 3 * x ** 2
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(inputs[0], inputs[1], output[1])
+
+        @staticmethod
+        def backward(ctx, g, gdx):
+            x, w, dx = ctx.saved_tensors
+            return g * dx * w + gdx * 6 * x, g * x ** 3
+    return Cube
+
+
+def test_custom_function_under_vmap_with_gradients_matches_torch():
+    # its backward sees one example at a time; the weight shared by every example gets
+    # their gradients' sum; nested vmaps and vmap(grad(...)) go through it too
+    xs = rng.standard_normal((3, 4)).astype(np.float32)
+    ws = np.full(4, 1.5, np.float32)
+    got = []
+    for L in (tg, torch):
+        cube = _cube(L)
+        x, w = L.tensor(xs, requires_grad=True), L.tensor(ws, requires_grad=True)
+        y = L.func.vmap(lambda v: cube.apply(v, w)[0])(x)
+        (y * y).sum().backward()
+        per_example = L.func.vmap(L.func.grad(
+            lambda v: cube.apply(v, L.tensor(ws))[0].sum()))(L.tensor(xs))
+        x2 = L.tensor(np.stack([xs, 2 * xs]), requires_grad=True)
+        nested = L.func.vmap(L.func.vmap(lambda v: cube.apply(v, L.tensor(ws))))(x2)
+        (nested[0] + nested[1]).sum().backward()
+        got.append([t.detach().numpy().copy() for t in (y, x.grad, w.grad, per_example,
+                                                        x2.grad)])
+    for a, b in zip(*got):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)

@@ -266,9 +266,10 @@ def _unwrap_out(t, d, level):
 
 def _call(func, args, kwargs, dims, out_dims, n, randomness):
     """One level: wrap, run ``func`` under the level's hook, unwrap."""
-    from ..autograd import engine
+    from ..autograd import engine, function
     from ..ops import inplace_views
     from ..ops.shape_ops import movedim
+    from .functions import apply as function_apply
     level = Level(next(_ids), n, randomness)
     moved = _map_in(args, dims, lambda t, d: t if d is None else
                     wrap(t if d % t.ndim == 0 else movedim(t, d, 0), level.id))
@@ -278,6 +279,7 @@ def _call(func, args, kwargs, dims, out_dims, n, randomness):
     with _RUNNING_LOCK:
         _RUNNING[0] += 1
         inplace_views.batched_inplace, engine.batched_grad = _inplace, _engine_grad
+        function.batched_apply = function_apply
     try:
         with _hooks.suspended(bind_hook=level.hook, draw_hook=_draw):
             out = func(*moved, **kwargs)
@@ -287,6 +289,7 @@ def _call(func, args, kwargs, dims, out_dims, n, randomness):
             _RUNNING[0] -= 1
             if not _RUNNING[0]:     # no vmap runs in any thread
                 inplace_views.batched_inplace = engine.batched_grad = None
+                function.batched_apply = None
     od = out_dims
     if isinstance(out_dims, (tuple, list)) and not isinstance(out, (tuple, list)):
         if len(out_dims) != 1:

@@ -12,6 +12,10 @@ from .graph import FREED_ERROR, Node, SavedTensor, _seq
 
 _gm = grad_mode._state
 
+# ``_vmap.functions.apply``: a Function called on a vmap level's batched tensors that need a
+# gradient (NotImplemented for any other call); ``vmap`` sets it while it runs.
+batched_apply = None
+
 
 class FunctionCtx:
     """What ``forward`` can tell ``backward`` through ``ctx``."""
@@ -144,7 +148,20 @@ class Function(metaclass=FunctionMeta):
         if _hooks.tracer is not None:       # inside tracegrad.compile
             return _hooks.tracer.custom_function(cls, args, kwargs,
                                                  lambda: cls._apply(*args, **kwargs))
+        if batched_apply is not None:
+            out = batched_apply(cls, args, kwargs)
+            if out is not NotImplemented:
+                return out
         return cls._apply(*args, **kwargs)
+
+    @classmethod
+    def _run_forward(cls, ctx, args, kwargs):
+        """The forward's outputs, ``ctx`` set up by it (or by ``setup_context``)."""
+        if cls.setup_context is not Function.setup_context:
+            outputs = cls.forward(*args, **kwargs)
+            cls.setup_context(ctx, args, outputs)
+            return outputs
+        return cls.forward(ctx, *args, **kwargs)
 
     @classmethod
     def _apply(cls, *args, **kwargs):
@@ -153,14 +170,9 @@ class Function(metaclass=FunctionMeta):
         is_tensor = [isinstance(a, Tensor) for a in args]
         ctx.needs_input_grad = tuple(t and a._requires_grad for t, a in zip(is_tensor, args))
         record = _gm.grad_enabled and any(ctx.needs_input_grad)
-        separate_setup = cls.setup_context is not Function.setup_context
         tangents = forward_ad.input_tangents(args)     # None: no dual input at an open level
         with grad_mode.no_grad(), forward_ad.propagation(tangents is None):
-            if separate_setup:
-                outputs = cls.forward(*args, **kwargs)
-                cls.setup_context(ctx, args, outputs)
-            else:
-                outputs = cls.forward(ctx, *args, **kwargs)
+            outputs = cls._run_forward(ctx, args, kwargs)
         single = not isinstance(outputs, tuple)
         outs = (outputs,) if single else outputs
         _check_ctx(ctx, outs)
