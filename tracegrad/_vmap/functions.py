@@ -19,6 +19,8 @@ from ..autograd.function import Function, _save
 from ..tensor import Tensor
 from .batched import batched_at, current, pop, push, wrap
 
+vmap = None     # ``transform.vmap``: ``transform`` sets it (it imports this module)
+
 
 def apply(cls, args, kwargs):
     """``cls.apply(*args, **kwargs)`` on this level's batched tensors that need a gradient,
@@ -48,7 +50,6 @@ class _Vmapped(Function):
 
     @staticmethod
     def forward(ctx, cls, dims, kwargs, randomness, *physical):
-        from .transform import vmap
         ctx.cls, ctx.dims, ctx.kwargs, ctx.randomness = cls, dims, kwargs, randomness
         ctx.args = physical
         ctx.wants = tuple(isinstance(a, Tensor) and a.requires_grad for a in physical)
@@ -58,7 +59,6 @@ class _Vmapped(Function):
     @staticmethod
     def backward(ctx, *grads):
         from ..creation import zeros_like
-        from .transform import vmap
         cls, args, n = ctx.cls, ctx.args, len(ctx.args)
         where = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
 

@@ -23,6 +23,7 @@ import threading
 
 from .. import _hooks
 from ..tensor import Tensor
+from . import functions
 from .batched import (BatchedTensor, Level, batched_at, levels, pop, push, to_levels, unwrap_all,
                       wrap, wrap_all)
 from .rules import rule_for
@@ -269,7 +270,6 @@ def _call(func, args, kwargs, dims, out_dims, n, randomness):
     from ..autograd import engine, function
     from ..ops import inplace_views
     from ..ops.shape_ops import movedim
-    from .functions import apply as function_apply
     level = Level(next(_ids), n, randomness)
     moved = _map_in(args, dims, lambda t, d: t if d is None else
                     wrap(t if d % t.ndim == 0 else movedim(t, d, 0), level.id))
@@ -279,7 +279,7 @@ def _call(func, args, kwargs, dims, out_dims, n, randomness):
     with _RUNNING_LOCK:
         _RUNNING[0] += 1
         inplace_views.batched_inplace, engine.batched_grad = _inplace, _engine_grad
-        function.batched_apply = function_apply
+        function.batched_apply = functions.apply
     try:
         with _hooks.suspended(bind_hook=level.hook, draw_hook=_draw):
             out = func(*moved, **kwargs)
@@ -330,6 +330,9 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
                  for a, k in _chunks(args, dims, n, chunk_size)]
         return _join(parts, out_dims, cat)
     return wrapper
+
+
+functions.vmap = vmap
 
 
 def _join(parts, out_dims, cat):
