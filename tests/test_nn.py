@@ -454,6 +454,27 @@ def test_binary_cross_entropy():
         F.binary_cross_entropy_with_logits(tg.ones(3), tg.ones(3, 1))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_binary_cross_entropy_at_saturated_probabilities_vs_torch(dtype):
+    # a saturated sigmoid gives exactly 1.0 in float32: PyTorch's gradient there is
+    # (x - t) / max(x (1 - x), 1e-12), finite (0 where x = t), never the formula's NaN
+    torch = _torch()
+    p = np.array([1.0, 0.0, 1.0, 0.0, 1e-30, 0.3, 0.999], dtype)
+    t = np.array([1.0, 0.0, 0.0, 1.0, 1.0, 0.6, 1.0], dtype)
+    got = []
+    for lib in (tg, torch):
+        x = lib.tensor(p, requires_grad=True)
+        loss = lib.nn.functional.binary_cross_entropy(x, lib.tensor(t), reduction="none")
+        loss.sum().backward()
+        got.append((loss.detach().numpy(), x.grad.numpy()))
+    assert np.isfinite(got[0][1]).all()
+    np.testing.assert_allclose(got[0][0], got[1][0], rtol=ulps(p.dtype, 4))
+    np.testing.assert_allclose(got[0][1], got[1][1], rtol=ulps(p.dtype, 4))
+    x = tg.tensor(np.array([0.2, 0.7]), requires_grad=True)       # inside: twice differentiable
+    assert tg.autograd.gradgradcheck(
+        lambda x: F.binary_cross_entropy(x, tg.tensor([0.0, 1.0]).double()), (x,))
+
+
 def test_losses_repr_like_torch():
     torch = _torch()
     for name in ("MSELoss", "CrossEntropyLoss", "BCEWithLogitsLoss", "NLLLoss"):
@@ -814,6 +835,30 @@ def test_sequential_and_module_list_containers():
     assert list(dict(ml.named_children())) == ["0", "1", "2"]
     md = nn.ModuleDict({"a": nn.Linear(1, 2)})
     assert "a" in md and list(md.state_dict()) == ["a.weight", "a.bias"]
+
+
+def test_replacing_a_child_or_parameter_keeps_its_place_as_torch():
+    # seq[1] = Tanh() must not move the child to the end: Sequential runs children in order
+    torch = _torch()
+    for lib in (tg, torch):
+        lib.manual_seed(0)
+        seq = lib.nn.Sequential(lib.nn.Linear(3, 4), lib.nn.ReLU(), lib.nn.Linear(4, 2))
+        seq[1] = lib.nn.Tanh()
+        seq.fc = lib.nn.Identity()
+        seq.fc = lib.nn.ReLU()          # replaced again: still last
+        assert [type(m).__name__ for m in seq] == ["Linear", "Tanh", "Linear", "ReLU"]
+        assert list(seq._modules) == ["0", "1", "2", "fc"]
+        lin = lib.nn.Linear(2, 2)
+        lin.weight = lib.nn.Parameter(lib.zeros(2, 2))
+        assert list(lin.state_dict()) == ["weight", "bias"]
+        assert [n for n, _ in lin.named_parameters()] == ["weight", "bias"]
+    x = np.ones((1, 3), np.float32)
+    tseq = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))
+    seq = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    seq.load_state_dict({k: tg.tensor(v.numpy()) for k, v in tseq.state_dict().items()})
+    seq[1] = nn.Tanh()
+    np.testing.assert_allclose(seq(tg.tensor(x)).detach().numpy(),
+                               tseq(torch.tensor(x)).detach().numpy(), rtol=1e-6)
 
 
 def test_module_without_forward():

@@ -137,7 +137,7 @@ class Module(StateDictMixin):
         if isinstance(value, Parameter):
             if params is None:
                 raise AttributeError("cannot assign parameters before Module.__init__() call")
-            self._forget(name)
+            self._forget(name, "_parameters")
             self.register_parameter(name, value)
         elif params is not None and name in params:
             if value is not None:
@@ -147,7 +147,7 @@ class Module(StateDictMixin):
         elif isinstance(value, Module):
             if d.get("_modules") is None:
                 raise AttributeError("cannot assign module before Module.__init__() call")
-            self._forget(name)
+            self._forget(name, "_modules")
             self._modules[name] = value
         elif d.get("_modules") is not None and name in self._modules:
             if value is not None:
@@ -162,11 +162,14 @@ class Module(StateDictMixin):
         else:
             object.__setattr__(self, name, value)
 
-    def _forget(self, name):
-        """Drop ``name`` from every registry before it is registered as something else."""
+    def _forget(self, name, keep):
+        """Drop ``name`` from every registry but ``keep``, where it is about to be set: a
+        child or parameter replaced keeps its place (a ``Sequential``'s order, the order of
+        ``parameters()`` and ``state_dict()``), as PyTorch's does."""
         self.__dict__.pop(name, None)
         for store in ("_parameters", "_buffers", "_modules"):
-            self.__dict__[store].pop(name, None)
+            if store != keep:
+                self.__dict__[store].pop(name, None)
         self._non_persistent_buffers_set.discard(name)
 
     def __getattr__(self, name):

@@ -160,14 +160,28 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
 @backward_name("BinaryCrossEntropyBackward0")
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
                          reduction="mean"):
-    """``-(t log x + (1 - t) log(1 - x))`` with each log clamped at -100, as PyTorch does."""
+    """``-(t log x + (1 - t) log(1 - x))`` with each log clamped at -100, and PyTorch's
+    gradient, ``(x - t) / max(x (1 - x), 1e-12)``. Where ``x (1 - x) >= 1e-12`` that is the
+    formula's own derivative; nearer 0 or 1 (a saturated sigmoid gives exactly 1.0 in
+    float32) the formula's is ``0 * inf``, NaN, so there the loss is its value plus a
+    linear term with PyTorch's slope."""
     reduction = _reduction(size_average, reduce, reduction, "binary_cross_entropy")
     if target.shape != input.shape:
         raise ValueError(f"Using a target size ({target.shape}) that is different to the input "
                          f"size ({input.shape}) is deprecated. Please ensure they have the same "
                          f"size.")
-    loss = (target - 1) * log1p(-input).clamp(min=-100) - target * log(input).clamp(min=-100)
+
+    def loss_at(x):
+        return (target - 1) * log1p(-x).clamp(min=-100) - target * log(x).clamp(min=-100)
+    x = input.detach()
+    inside = x * (1 - x) >= _BCE_EPS
+    at_edge = loss_at(x) + (input - x) * ((x - target) / _BCE_EPS).detach()
+    loss = where(inside, loss_at(where(inside, input, 0.5)), at_edge)
     return _reduce(loss if weight is None else loss * weight, reduction)
+
+
+# PyTorch's floor on x (1 - x) in binary_cross_entropy's gradient: 1e-12 as a float32
+_BCE_EPS = 9.999999960041972e-13
 
 
 @backward_name("BinaryCrossEntropyWithLogitsBackward0")
