@@ -702,3 +702,95 @@ def test_the_key_variable_of_a_subscript_is_guarded_too():
     finally:
         KEY = "a"
         del TABLE["b"]
+
+
+# modules reached from a compiled step: mode, settings, children and hooks --------------
+
+def _net():
+    tg.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.LeakyReLU(0.1),
+                         nn.Dropout(0.0), nn.Linear(8, 2))
+
+
+@pytest.mark.parametrize("reached", ["closure", "argument", "compiled module"])
+def test_a_modules_mode_settings_and_children_are_guarded_however_it_is_reached(reached):
+    # a whole training step traced in train mode, then model.eval(), a setting changed, a
+    # child replaced: each call compares compiled against eager from the same state
+    x, y = tg.randn(6, 4), tg.randn(6, 2)
+    nets = [_net(), _net()]       # [eager, compiled], the same weights
+
+    def step(model, x):
+        return ((model(x) - y) ** 2).mean()
+    if reached == "closure":
+        f = tg.compile(lambda x: step(nets[1], x))
+
+        def compiled(model, x):
+            return f(x)
+    elif reached == "argument":
+        compiled = tg.compile(step)
+    else:
+        g = tg.compile(nets[1])
+
+        def compiled(model, x):
+            return ((g(x) - y) ** 2).mean()
+    changes = [lambda m: None, lambda m: m.eval(), lambda m: setattr(m[3], "p", 0.5),
+               lambda m: m.train(), lambda m: setattr(m[2], "negative_slope", 0.5),
+               lambda m: setattr(m[1], "eps", 1.0), lambda m: m.__setitem__(2, nn.Tanh()),
+               lambda m: None]
+    for change in changes:
+        for m in nets:
+            change(m)
+        tg.manual_seed(1)
+        want = step(nets[0], x)
+        tg.manual_seed(1)
+        got = compiled(nets[1], x)
+        np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5)
+        np.testing.assert_allclose(nets[1][1].running_mean.numpy(),
+                                   nets[0][1].running_mean.numpy(), rtol=1e-5, atol=1e-7)
+
+
+def test_the_retrace_reasons_name_the_module_change():
+    model = _net()
+    f = tg.compile(lambda x: model(x).sum())
+    x = tg.randn(6, 4)
+    f(x)
+    model.eval()
+    f(x)
+    model[1].eps = 0.5
+    f(x)
+    model[2] = nn.ReLU()
+    f(x)
+    reasons = f.stats["retrace_reasons"]
+    assert reasons[0] == "Sequential.training changed: True -> False", reasons
+    assert reasons[1] == "the attribute eps of BatchNorm1d changed: 1e-05 -> 0.5"
+    assert reasons[2] == "the child '2' of Sequential was replaced or removed"
+
+
+def test_a_forward_hook_runs_at_every_call_as_eager():
+    # a hook is Python the graph cannot repeat (feature capture appends to a list): the call
+    # runs eagerly from the hooked module, at every call, and a hook added later is seen
+    for when in ("before", "after"):
+        model = _net()
+        model.eval()
+        seen = []
+        f = tg.compile(lambda x: model(x).sum())
+        x = tg.randn(6, 4)
+
+        def hook(module, inputs, out):
+            seen.append(out.detach().clone())
+            return out * 10
+        if when == "before":
+            model[0].register_forward_hook(hook)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            f(x)
+            if when == "after":
+                handle = model[0].register_forward_hook(hook)
+            outs = [f(x).item() for _ in range(3)]
+        want = model(x).sum().item()
+        assert len(seen) == (5 if when == "before" else 4)      # 3 calls, 1 trace, eager
+        np.testing.assert_allclose(outs, [want] * 3, rtol=1e-5)
+        if when == "after":
+            handle.remove()
+            np.testing.assert_allclose(f(x).item(), model(x).sum().item(), rtol=1e-5)
+            assert abs(f(x).item() - want) > 1e-3       # the hook's * 10 is gone

@@ -58,6 +58,7 @@ class Traced:
     hints = {}
     n_extra = 0             # outputs after the mutations: new .grad values, stored tensors
     replayed_keys = frozenset()
+    modules = ()            # the modules the function called (their state is guarded)
 
     def __init__(self, graph, arg_tensors, captured, guards, mutations, out_tree, shape_env=None,
                  sym_dims=()):
@@ -107,6 +108,7 @@ class Tracer(Effects):
         self.value_guards = []  # [(what, store, key, value, site)]: plain values the trace baked
         self.after = []         # [(what, fn, args, done)]: calls replayed after a run
         self.hints = {}         # id(tensor) -> (name, getter): where a captured tensor lives
+        self.modules = {}       # id(module) -> module: the modules the function called
         self.aliases = {}       # id(detached tensor) -> the tensor whose storage it shares
         self.replayed_keys = set()      # the outside state that replayed stores write
 
@@ -372,6 +374,7 @@ class Tracer(Effects):
         traced.scalars, traced.value_guards = self.scalars, self.value_guards
         traced.after, traced.hints = after, self.hints
         traced.replayed_keys = self.replayed_keys
+        traced.modules = list(self.modules.values())
         return traced
 
 

@@ -51,6 +51,24 @@ class Effects:
                 state.__dict__.pop("bind_hook", None)
             state.tracer = None
 
+    def module_called(self, module):
+        """``module(...)`` inside the trace: its state (mode, settings, children, hooks) is
+        guarded with the variant (``runtime.guards.modules``). A forward hook or pre-hook of
+        the user's runs Python at every call (feature capture appends to a list), which a
+        graph cannot repeat, so the call goes on eagerly from here."""
+        if id(module) in self.modules:
+            return
+        self.modules[id(module)] = module
+        for kind in ("_forward_pre_hooks", "_forward_hooks"):
+            for entry in getattr(module, kind, {}).values():
+                hook = entry[0]
+                if not getattr(hook, "__module__", "").startswith("tracegrad."):
+                    name = getattr(hook, "__qualname__", type(hook).__name__)
+                    self.abandon(f"calls a {type(module).__name__} with the forward "
+                                 f"{'pre-' if kind == '_forward_pre_hooks' else ''}hook "
+                                 f"{name} at {user_line()}")
+                    return
+
     def hook_registered(self):
         """A gradient hook registered on a tensor or a node: a compiled backward runs no
         Python hook, and a variant would not register it again, so the call goes on eagerly

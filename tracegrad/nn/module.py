@@ -379,6 +379,8 @@ class Module(StateDictMixin):
 
     def _call_impl(self, *args, **kwargs):
         """A call without compilation: forward pre-hooks, ``forward``, forward hooks."""
+        if _hooks.TRACING.n and _hooks.tracer is not None:     # inside tracegrad.compile
+            _hooks.tracer.module_called(self)
         backward_hooks = self.__dict__.get("_backward_hooks") or \
             self.__dict__.get("_backward_pre_hooks")
         if not self._forward_pre_hooks and not self._forward_hooks and not backward_hooks:

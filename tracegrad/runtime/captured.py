@@ -12,6 +12,7 @@ import operator
 from numpy import ndarray
 
 from .guards import stale
+from .guards.modules import ModuleGuard
 from .signatures import _on_gpu
 
 
@@ -91,5 +92,14 @@ def _unwritten(guards, keys):
     for k in keys:
         names |= {f"the global {k}", f"the closure variable {k}", f"the attribute {k}"}
     attrs = {f"the attribute {k.partition('.')[2]} of " for k in keys if "." in k}
-    return [g for g in guards
-            if g.what not in names and not any(g.what.startswith(a) for a in attrs)]
+
+    def unwritten(what):
+        return what in names or any(what.startswith(a) for a in attrs)
+    kept = []
+    for g in guards:
+        if type(g) is ModuleGuard:      # one guard for many attributes: drops those
+            g.drop(unwritten)
+            kept.append(g)
+        elif not unwritten(g.what):
+            kept.append(g)
+    return kept

@@ -9,8 +9,9 @@ before the variant runs; a changed one retraces (the reason names it):
 - its closure cells;
 - the same of the user's functions it reaches by name (a helper it calls, a user-defined
   submodule's ``forward``; see ``user_functions``);
-- for a module, the public attributes of it and its submodules (``Dropout.p``,
-  ``BatchNorm1d.eps``, a config field set on the module);
+- for each module the function called, and each of a compiled module's tree: its mode,
+  public attributes (``Dropout.p``, ``BatchNorm1d.eps``, a config field set on the
+  module), children and hooks (``modules.py``);
 - the attribute chains in the source rooted at a global, a closure cell or a parameter
   (``cfg.scale``, ``self.cfg.p``, ``HP["lr"]``; see ``chains.py``);
 - small NumPy arrays (up to ``ARRAY_LIMIT`` elements) read from globals and closures, by
@@ -32,6 +33,7 @@ import numpy as np
 from tracegrad.transform import reads
 
 from .chains import _chain_guards, _unguarded, code_chains
+from .modules import module_guards
 from .values import _MISSING, FreeGuard, plain
 from .user_code import _names_read, user_functions
 
@@ -46,20 +48,15 @@ def _warn_large_array(what, value, where):
 def free_guards(fn, module=None, args=(), kwargs=None, traced=None, impure=()):
     """Guards for the plain values ``fn`` (and the user's functions it reaches, see
     ``user_functions``) reads from globals and closures, for the attribute chains in their
-    source (``reads``) and, for a ``module``, for the public plain attributes of it and its
-    submodules. ``args``/``kwargs``: the traced call's, for chains rooted at a parameter;
-    ``traced`` and ``impure`` (the trace's data guards and impure calls) are only logged."""
+    source (``reads``), and the state of the modules it called (``traced.modules``) and of a
+    ``module``'s tree. ``args``/``kwargs``: the traced call's, for chains rooted at a
+    parameter; ``traced``'s data guards and ``impure`` (its impure calls) are only logged."""
     guards, seen = [], set()
     _unguarded.clear()
     tree = {id(m) for _, m in module.named_modules()} if module is not None else set()
-    if module is not None:
-        for path, m in module.named_modules():
-            for attr, value in vars(m).items():
-                if not attr.startswith("_") and attr != "training" and plain(value):
-                    name = f"{path}.{attr}" if path else attr
-                    seen.add((id(m.__dict__), attr))
-                    guards.append(FreeGuard(f"the attribute {name} of {type(m).__name__}",
-                                            m.__dict__, attr, value, None))
+    for g in module_guards(module, getattr(traced, "modules", ())):
+        guards.append(g)
+        seen.update((id(g.module.__dict__), attr) for attr, *_ in g.attrs)
     methods, visited = {}, set()   # a user's method the function calls (cfg.get()) -> self
     todo = [(f, None) for f in user_functions(fn, module)]
     while todo:
