@@ -65,6 +65,9 @@ def test_default_collate_matches_torch_structure():
         [{"a": np.float32(i), "b": [i, float(i)], "s": f"s{i}", "t": np.arange(2) + i,
           "p": Point(i, 2.0 * i), "flag": i % 2 == 0} for i in range(3)],
         [(float(i), i) for i in range(4)],
+        [(np.float32(i), (f"img{i}.png", i)) for i in range(2)],     # strings in a tuple
+        [(f"s{i}",) for i in range(3)],
+        [Point(f"p{i}", [f"q{i}"]) for i in range(2)],
     ]
     for batch in samples:
         _same_structure(default_collate(batch), t_collate(batch), torch)

@@ -50,11 +50,11 @@ def default_collate(batch):
         except TypeError:       # a mapping type that cannot be built from a dict
             return merged
     if isinstance(elem, tuple) and hasattr(elem, "_fields"):
-        return type(elem)(*(default_collate(list(s)) for s in zip(*batch)))
+        return type(elem)(*(default_collate(s) for s in zip(*batch)))
     if isinstance(elem, collections.abc.Sequence):
         if any(len(b) != len(elem) for b in batch):
             raise RuntimeError("each element in list of batch should be of equal size")
-        fields = [default_collate(list(s)) for s in zip(*batch)]
+        fields = [default_collate(s) for s in zip(*batch)]      # each a tuple, as PyTorch
         if isinstance(elem, tuple):
             return fields
         try:
