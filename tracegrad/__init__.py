@@ -44,7 +44,7 @@ from .parallel import get_num_threads, set_num_threads
 from .serialization import load, save
 import importlib as _importlib
 _importlib.import_module("tracegrad.trace")  # loaded first, so tracegrad.trace is the op
-from . import func, linalg, masked, signal, special, testing
+from . import func, linalg, masked, random, signal, special, testing
 from .linalg.composed import det, inverse, logdet, slogdet
 from .linalg.more import _LEGACY as _legacy_linalg
 from .linalg.lu import _LEGACY as _legacy_lu

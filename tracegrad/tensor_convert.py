@@ -41,8 +41,17 @@ class TensorConversions:
         st = tuple(s // self._data.itemsize for s in self._data.strides)
         return st if dim is None else st[dim]
 
-    def is_contiguous(self):
-        return bool(self._data.flags.c_contiguous)
+    def is_contiguous(self, memory_format=None):
+        """Whether the array is laid out in ``memory_format``'s order: row-major by default;
+        for ``channels_last`` (_3d), the channels innermost (NHWC), which a rank other than 4
+        (5) is not, as PyTorch answers. Arrays here are row-major whatever format a
+        conversion asked for, so ``channels_last`` is True only where the two coincide
+        (one channel, or one pixel)."""
+        a = self._data
+        order = _CHANNELS_LAST.get(getattr(memory_format, "name", None))
+        if order is None:       # contiguous_format, preserve_format
+            return bool(a.flags.c_contiguous)
+        return a.ndim == len(order) and bool(a.transpose(order).flags.c_contiguous)
 
     def data_ptr(self):
         return self._data.ctypes.data if type(self._data) is np.ndarray else self._data.data.ptr
@@ -167,3 +176,6 @@ class TensorConversions:
     def equal(self, other):
         return self.shape == other.shape and bool((self._data == other._data).all())
 
+
+# the dims of channels_last (_3d) from outermost to innermost
+_CHANNELS_LAST = {"channels_last": (0, 2, 3, 1), "channels_last_3d": (0, 2, 3, 4, 1)}

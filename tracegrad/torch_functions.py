@@ -19,6 +19,7 @@ import numpy as np
 
 from . import dtypes
 from .dtypes import can_cast  # noqa: F401 - torch.can_cast, exported below
+from .random import get_rng_state, set_rng_state  # noqa: F401 - exported below
 from .tensor import Tensor
 
 # in-place methods PyTorch also has as torch.<name>
@@ -224,18 +225,6 @@ def result_type(tensor1, tensor2):
 def promote_types(type1, type2):
     """The smallest dtype both cast to safely."""
     return dtypes.promote_types(dtypes.as_dtype(type1), dtypes.as_dtype(type2))
-
-
-def get_rng_state():
-    """The default generator's state (``set_rng_state`` restores it)."""
-    from .creation import default_generator
-    return default_generator.get_state()
-
-
-def set_rng_state(new_state):
-    """Restore a state from ``get_rng_state``."""
-    from .creation import default_generator
-    default_generator.set_state(new_state)
 
 
 _FLAGS = {"deterministic": False, "warn_only": False, "warn_always": False, "interop": 1}

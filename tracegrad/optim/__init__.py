@@ -9,7 +9,7 @@ from collections import defaultdict
 
 from . import lr_scheduler
 from . import adadelta, adagrad, adam, adamax, adamw, asgd, lbfgs, nadam, optimizer  # noqa: F401
-from . import muon, radam, rmsprop, rprop, sgd  # noqa: F401
+from . import muon, radam, rmsprop, rprop, sgd, swa_utils  # noqa: F401
 from ._adafactor import Adafactor
 from .adadelta import Adadelta
 from .adagrad import Adagrad
