@@ -26,7 +26,8 @@ def fork_rng(devices=None, enabled=True, _caller="fork_rng", _devices_kw="device
         yield
         return
     gens = [creation.default_generator]
-    for index, gen in sorted(creation._cuda_generators.items()):
+    cuda = creation._cuda_generators if creation.loaded_cupy() is not None else {}
+    for index, gen in sorted(cuda.items()):     # without a GPU, a seeded one draws nothing
         if devices is None or index in {d if isinstance(d, int) else
                                         getattr(d, "index", None) or 0 for d in devices}:
             gens.append(gen)
