@@ -861,6 +861,26 @@ def test_replacing_a_child_or_parameter_keeps_its_place_as_torch():
                                tseq(torch.tensor(x)).detach().numpy(), rtol=1e-6)
 
 
+def test_data_parallel_wraps_like_torch_on_cpu():
+    # without a GPU, PyTorch's DataParallel calls its module: the same outputs, gradients
+    # and state-dict keys ("module." prefixed), and a compiled step through it follows eager
+    torch = _torch()
+    tmodel = torch.nn.DataParallel(torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh()))
+    model = nn.DataParallel(nn.Sequential(nn.Linear(3, 4), nn.Tanh()))
+    assert list(model.state_dict()) == list(tmodel.state_dict()) == [
+        "module.0.weight", "module.0.bias"]
+    model.load_state_dict({k: tg.tensor(v.numpy()) for k, v in tmodel.state_dict().items()})
+    assert model.device_ids == tmodel.device_ids == []
+    x = np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32)
+    tmodel(torch.tensor(x)).pow(2).sum().backward()
+    model(tg.tensor(x)).pow(2).sum().backward()
+    np.testing.assert_allclose(model.module[0].weight.grad.numpy(),
+                               tmodel.module[0].weight.grad.numpy(), rtol=1e-5, atol=1e-6)
+    step = tg.compile(lambda x: model(x).sum())
+    np.testing.assert_allclose(step(tg.tensor(x)).item(), model(tg.tensor(x)).sum().item(),
+                               rtol=1e-6)
+
+
 def test_module_without_forward():
     with pytest.raises(NotImplementedError, match='missing the required "forward"'):
         nn.Module()(1)

@@ -78,6 +78,12 @@ from torch.nn.utils.rnn import pad_sequence, pack_padded_sequence
 import torch.multiprocessing as mp
 from torch.amp import autocast, GradScaler
 from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn import DataParallel
+from torch.nn.parallel import DataParallel
+from torch.nn.utils import spectral_norm, weight_norm, remove_spectral_norm, remove_weight_norm
+from torch.optim.swa_utils import AveragedModel, SWALR, update_bn, get_ema_multi_avg_fn
+from torch.random import fork_rng
+from torch.utils.checkpoint import checkpoint_sequential
 """.strip().splitlines()
 
 

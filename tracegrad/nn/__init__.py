@@ -56,6 +56,7 @@ from .pooling import (
 from .sparse import Embedding, EmbeddingBag
 from .syncbatchnorm import SyncBatchNorm
 from . import parallel
+from .parallel import DataParallel
 from .transformer import (
     Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
     TransformerEncoderLayer,
@@ -69,7 +70,7 @@ __all__ = [
     "BatchNorm1d", "BatchNorm2d", "LayerNorm", "Embedding", "MSELoss", "L1Loss", "NLLLoss",
     "CrossEntropyLoss", "BCELoss", "BCEWithLogitsLoss", "LeakyReLU", "ELU", "Softplus", "Mish",
     "Hardswish", "Hardsigmoid", "PReLU", "GLU", "SmoothL1Loss", "HuberLoss", "KLDivLoss",
-    "functional", "init", "SyncBatchNorm", "parallel",
+    "functional", "init", "SyncBatchNorm", "parallel", "DataParallel",
 ]
 __all__ += ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
             "Fold", "Unfold", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "ConstantPad1d",

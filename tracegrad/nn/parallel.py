@@ -1,4 +1,5 @@
-"""``nn.parallel.DistributedDataParallel``: data parallel training over ``tracegrad.distributed``.
+"""``nn.parallel.DistributedDataParallel``: data parallel training over ``tracegrad.distributed``
+(and ``DataParallel``, the single-process wrapper, at the end).
 
 At construction rank 0's parameters and buffers are broadcast to every rank.
 Gradients are averaged across ranks in buckets: the parameters, in reverse
@@ -249,5 +250,43 @@ def _to_device(host, like):
     return cupy.asarray(host, dtype=like.dtype)
 
 
+class DataParallel(Module):
+    """``nn.DataParallel``, PyTorch's single-process wrapper: calling it calls ``module``,
+    with the tensor arguments moved to the first of ``device_ids`` (every cuda device by
+    default; none without a GPU, where it calls ``module`` as it is, as PyTorch does). The
+    batch is not split across several GPUs: one device runs it, with the same results
+    (``DistributedDataParallel`` runs one process a device). The state-dict keys take the
+    ``module.`` prefix, as PyTorch's."""
+
+    def __init__(self, module, device_ids=None, output_device=None, dim=0):
+        super().__init__()
+        from ..device import device_count, is_available
+        self.module = module
+        if device_ids is None:
+            device_ids = list(range(device_count())) if is_available() else []
+        self.device_ids = [d if isinstance(d, int) else d.index for d in device_ids]
+        self.output_device = output_device if output_device is not None else (
+            self.device_ids[0] if self.device_ids else None)
+        self.dim = dim
+
+    def forward(self, *inputs, **kwargs):
+        if not self.device_ids:
+            return self.module(*inputs, **kwargs)
+        where = f"cuda:{self.device_ids[0]}"
+        return self.module(*_moved(inputs, where), **_moved(kwargs, where))
+
+
+def _moved(x, where):
+    """``x`` with every tensor in it (in tuples, lists and dicts) moved to ``where``."""
+    from ..tensor import Tensor
+    if isinstance(x, Tensor):
+        return x.to(where)
+    if isinstance(x, (tuple, list)):
+        return type(x)(_moved(e, where) for e in x)
+    if isinstance(x, dict):
+        return {k: _moved(v, where) for k, v in x.items()}
+    return x
+
+
 DDP = DistributedDataParallel
-__all__ = ["DistributedDataParallel", "DDP"]
+__all__ = ["DistributedDataParallel", "DDP", "DataParallel"]
