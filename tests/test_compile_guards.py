@@ -794,3 +794,119 @@ def test_a_forward_hook_runs_at_every_call_as_eager():
             handle.remove()
             np.testing.assert_allclose(f(x).item(), model(x).sum().item(), rtol=1e-5)
             assert abs(f(x).item() - want) > 1e-3       # the hook's * 10 is gone
+
+
+# optimizer structure, rebound globals, replaced parameters ------------------------------
+
+def _train_steps(change, compiled):
+    """A compiled (or eager) SGD-with-momentum step over a closure model, 3 calls, then
+    ``change(model, opt)`` (which may return a new optimizer), then 3 calls."""
+    tg.manual_seed(0)
+    model = nn.Linear(3, 2)
+    box = {"opt": tg.optim.SGD([model.weight], lr=0.1, momentum=0.9)}
+    x = tg.randn(4, 3)
+
+    def step(x):
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        box["opt"].step()
+        box["opt"].zero_grad()
+        return loss
+    f = tg.compile(step) if compiled else step
+    losses = [f(x).item() for _ in range(3)]
+    new = change(model, box["opt"])
+    if new is not None:
+        box["opt"] = new
+    losses += [f(x).item() for _ in range(3)]
+    return losses, [p.detach().numpy().copy() for p in model.parameters()]
+
+
+def _reload_with_lr(model, opt):
+    state = opt.state_dict()
+    state["param_groups"][0]["lr"] = 0.5
+    opt.load_state_dict(state)
+
+
+@pytest.mark.parametrize("change", [
+    _reload_with_lr,
+    lambda model, opt: opt.state.clear(),
+    lambda model, opt: opt.state[model.weight].clear(),
+    lambda model, opt: opt.add_param_group({"params": [model.bias], "lr": 0.5}),
+    lambda model, opt: tg.optim.Adam(model.parameters(), lr=0.05),      # rebound
+    lambda model, opt: setattr(model, "weight", nn.Parameter(tg.zeros(2, 3))),
+], ids=["load_state_dict", "state.clear", "state popped", "add_param_group",
+        "optimizer rebound", "parameter replaced"])
+def test_a_compiled_step_follows_its_optimizer_and_parameters(change):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        want, want_params = _train_steps(change, compiled=False)
+        got, got_params = _train_steps(change, compiled=True)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    for a, b in zip(got_params, want_params):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+
+
+class _Mode:
+    TRAIN, EVAL = "train", "eval"
+
+
+ACT = tg.relu
+MODEL = None
+
+
+def _uses_globals(x):
+    return ACT(MODEL(x)).sum()
+
+
+def test_rebound_globals_and_module_attributes_retrace():
+    # a global function, a global module, a module's function attribute and a tensor kept
+    # as a plain attribute, each rebound: compared by identity, each retraces
+    global ACT, MODEL
+    tg.manual_seed(0)
+    MODEL = nn.Linear(3, 3)
+    f = tg.compile(_uses_globals)
+    x = tg.randn(2, 3)
+    try:
+        for rebind in (lambda: None, lambda: globals().__setitem__("ACT", tg.sigmoid),
+                       lambda: globals().__setitem__("MODEL", nn.Linear(3, 3))):
+            rebind()
+            np.testing.assert_allclose(f(x).item(), _uses_globals(x).item(), rtol=1e-6)
+        reasons = f.stats["retrace_reasons"]
+        assert reasons[0].startswith("the global ACT was rebound") and \
+            reasons[1].startswith("the global MODEL was rebound"), reasons
+    finally:
+        ACT, MODEL = tg.relu, None
+
+    class Rotary(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.act_fn = tg.relu
+            self.cos_cached = tg.ones(3)
+
+        def forward(self, x):
+            return self.act_fn(x * self.cos_cached)
+    m = Rotary()
+    g = tg.compile(lambda x: m(x).sum())
+    for change in (lambda: None, lambda: setattr(m, "act_fn", tg.tanh),
+                   lambda: setattr(m, "cos_cached", tg.full((3,), 2.0))):
+        change()
+        np.testing.assert_allclose(g(x).item(), m(x).sum().item(), rtol=1e-6)
+
+
+def test_untying_a_tied_weight_retraces():
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(5, 3)
+            self.head = nn.Linear(3, 5, bias=False)
+            self.head.weight = self.emb.weight
+
+        def forward(self, idx):
+            return self.head(self.emb(idx)).sum()
+    tg.manual_seed(0)
+    m = Tied()
+    f = tg.compile(lambda idx: m(idx))
+    idx = tg.tensor([1, 2, 3])
+    np.testing.assert_allclose(f(idx).item(), m(idx).item(), rtol=1e-6)
+    m.head.weight = nn.Parameter(tg.zeros(5, 3))
+    assert f(idx).item() == m(idx).item() == 0.0

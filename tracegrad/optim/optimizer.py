@@ -84,10 +84,39 @@ def option_is(group, key, test):
     return _TESTS[test](group[key])
 
 
+class _LiveGroup:
+    """``optimizer.param_groups[index]`` looked up afresh at each read, not the dict a trace
+    saw: what a variant reads and checks follows ``load_state_dict`` (new group dicts) and
+    ``add_param_group``; a group that is gone reads as empty."""
+    __slots__ = ("_optimizer", "_index")
+
+    def __init__(self, optimizer, index):
+        self._optimizer, self._index = optimizer, index
+
+    def _now(self):
+        groups = self._optimizer.param_groups
+        return groups[self._index] if self._index < len(groups) else {}
+
+    def __getitem__(self, key):
+        return self._now()[key]
+
+    def get(self, key, default=None):
+        return self._now().get(key, default)
+
+    def __contains__(self, key):
+        return key in self._now()
+
+
+def _nth(seq, k):
+    """``seq[k]``, or None past its end (a parameter a variant looks for and no longer
+    finds: the captured-tensor check says it was replaced)."""
+    return seq[k] if k < len(seq) else None
+
+
 class _TracedGroup:
     """A parameter group read inside a trace: the options in ``RUNTIME`` (numbers) are 0-d
     float64 tensors read afresh at every call; every other option is baked, with a check
-    that it still holds."""
+    that it still holds. ``group`` is a ``_LiveGroup``."""
 
     def __init__(self, tracer, index, group):
         self._tracer, self._index, self._group, self._read = tracer, index, group, {}
@@ -103,10 +132,12 @@ class _TracedGroup:
             value = tuple(self._tracer.scalar_input(lambda i=i: group[key][i], f"{name}{i}")
                           for i in range(len(value)))
         elif key == "params":       # where the variant finds each parameter again
+            self._tracer.baked(f"len(optimizer.param_groups[{self._index}]['params'])",
+                               group, key, len)
             for k, p in enumerate(value):
                 self._tracer.hints.setdefault(id(p), (
                     f"optimizer.param_groups[{self._index}]['params'][{k}]",
-                    lambda group=group, k=k: group["params"][k]))
+                    lambda group=group, k=k: _nth(group.get("params", ()), k)))
         else:
             value = self._tracer.baked(f"optimizer.param_groups[{self._index}][{key!r}]",
                                        group, key)
@@ -248,7 +279,20 @@ class Optimizer:
         if tracer.after:        # a scheduler stepped earlier in the call: replayed too late
             tracer.abandon("steps its optimizer after its scheduler in one call")
             return self.param_groups
-        return [_TracedGroup(tracer, i, g) for i, g in enumerate(self.param_groups)]
+        tracer.baked("len(optimizer.param_groups)", self.__dict__, "param_groups", len)
+        for group in self.param_groups:     # where the variant finds each state tensor
+            for p in group["params"]:       # again: looked up afresh, as load_state_dict
+                for name, t in self.state.get(p, {}).items():   # and state.clear() replace
+                    if isinstance(t, Tensor):                   # them
+                        tracer.hints[id(t)] = (f"optimizer.state[...][{name!r}]",
+                                               lambda p=p, name=name: self._state_of(p, name))
+        return [_TracedGroup(tracer, i, _LiveGroup(self, i))
+                for i in range(len(self.param_groups))]
+
+    def _state_of(self, p, name):
+        """``self.state[p][name]`` now, or None."""
+        state = self.state.get(p)
+        return state.get(name) if state is not None else None
 
     def _first_step(self):
         """A step about to make state: inside ``tracegrad.compile``, the rest of this call
@@ -270,11 +314,6 @@ class Optimizer:
                 state[name] = creation.tensor(value, dtype=dtypes.float32)
             for name in buffers:
                 state[name] = creation.zeros_like(p)
-        tracer = _hooks.tracer
-        if tracer is not None:      # where the variant finds each state tensor again
-            for name, t in state.items():
-                tracer.hints[id(t)] = (f"optimizer.state[...][{name!r}]",
-                                       lambda state=state, name=name: state.get(name))
         return state
 
     @staticmethod

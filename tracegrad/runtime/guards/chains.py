@@ -28,7 +28,7 @@ import types
 from tracegrad.tensor import Tensor
 from tracegrad.transform import source_names
 
-from .values import _MISSING, FreeGuard, plain
+from .values import _MISSING, FreeGuard, IdentityGuard, by_identity, plain
 from .user_code import _NOT_USER, _is_user_code
 
 _unguarded = []     # chains skipped while building guards, for TRACEGRAD_LOG=guards
@@ -122,6 +122,7 @@ def _chain_guards(f, fn, module, args, kwargs, chains, tree, seen, methods, self
             if plain(obj) or isinstance(obj, Tensor) or _library_module(obj):
                 continue        # the signature or a whole-value guard has it; libraries aren't
             value, store, key, owner = obj, None, None, None
+            last, done = obj, 0     # the last object read, after how many steps
             for step in steps:
                 owner = value
                 method = _user_method(value, step)
@@ -132,12 +133,24 @@ def _chain_guards(f, fn, module, args, kwargs, chains, tree, seen, methods, self
                 value, store, key = _read(value, step)
                 if value is _MISSING or value is _UNSAFE:
                     break
+                last, done = value, done + 1
+            prefix = tuple(steps[:done])
+            if 0 < done < len(steps) and by_identity(last) and \
+                    not isinstance(last, types.MethodType) and (id(obj), prefix) not in seen:
+                # the chain went on past an object (box["opt"].step()): that object, by
+                # identity (a method read from it is made anew at each read)
+                seen.add((id(obj), prefix))
+                guards.append(IdentityChainGuard(
+                    "the attribute " + root + "".join(f".{k}" if s == "attr" else f"[{k!r}]"
+                                                      for s, k in prefix),
+                    obj, get, prefix, last, where))
             shown = root + "".join(f".{k}" if s == "attr" else f"[{k!r}]" for s, k in steps)
             if value is _UNSAFE:
                 _unguarded.append(f"{shown} at {where} (read through a property or "
                                   "__getattr__; a guard does not call those)")
                 continue
-            if value is _MISSING or not plain(value):
+            if value is _MISSING or not (plain(value) or by_identity(value)) or \
+                    isinstance(value, types.MethodType):
                 continue
             if owner is not None and id(owner) in tree and not str(key).startswith("_"):
                 continue        # a module attribute: guarded above (or in the signature)
@@ -145,7 +158,8 @@ def _chain_guards(f, fn, module, args, kwargs, chains, tree, seen, methods, self
                 continue
             if store is not None:
                 seen.add((id(store), key))
-            guards.append(ChainGuard(f"the attribute {shown}", obj, get, steps, value, where))
+            kind_ = ChainGuard if plain(value) else IdentityChainGuard
+            guards.append(kind_(f"the attribute {shown}", obj, get, steps, value, where))
     return guards
 
 
@@ -290,3 +304,15 @@ class ChainGuard(FreeGuard):
                 return _MISSING
         return obj
 
+
+class IdentityChainGuard(ChainGuard):
+    """A chain that ends at an object (``box["opt"]``, ``self.model``): compared by identity,
+    as ``IdentityGuard``."""
+    __slots__ = ()
+
+    def __init__(self, what, root, get, steps, value, site):
+        super().__init__(what, root, get, steps, value, site)
+        self.shown = type(value).__name__
+
+    changed = IdentityGuard.changed
+    describe = IdentityGuard.describe

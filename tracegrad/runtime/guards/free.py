@@ -34,7 +34,7 @@ from tracegrad.transform import reads
 
 from .chains import _chain_guards, _unguarded, code_chains
 from .modules import module_guards
-from .values import _MISSING, FreeGuard, plain
+from .values import _MISSING, FreeGuard, IdentityGuard, by_identity, plain
 from .user_code import _names_read, user_functions
 
 
@@ -75,6 +75,10 @@ def free_guards(fn, module=None, args=(), kwargs=None, traced=None, impure=()):
             elif type(value) is np.ndarray and (id(scope), name) not in seen:
                 seen.add((id(scope), name))
                 _warn_large_array(f"the global {name}", value, first.get(name, site))
+            elif by_identity(value) and (id(scope), name) not in seen:
+                seen.add((id(scope), name))
+                guards.append(IdentityGuard(f"the global {name}", scope, name, value,
+                                            first.get(name, site)))
         for name, cell in zip(code.co_freevars, f.__closure__ or ()):
             try:
                 value = cell.cell_contents
@@ -87,6 +91,10 @@ def free_guards(fn, module=None, args=(), kwargs=None, traced=None, impure=()):
             elif type(value) is np.ndarray and id(cell) not in seen:
                 seen.add(id(cell))
                 _warn_large_array(f"the closure variable {name}", value, first.get(name, site))
+            elif by_identity(value) and id(cell) not in seen:
+                seen.add(id(cell))
+                guards.append(IdentityGuard(f"the closure variable {name}", cell, None, value,
+                                            first.get(name, site)))
         if found:
             guards += _chain_guards(f, fn, module, args, kwargs or {}, found[1], tree, seen,
                                     methods, owner)

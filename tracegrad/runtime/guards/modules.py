@@ -9,9 +9,11 @@ variant runs; a change retraces, and the reason names it:
 - ``training`` (``model.eval()`` after a training step was traced in train mode);
 - each public plain attribute (``p``, ``eps``, ``negative_slope``, a config field);
 - which module each child is (``model.act = nn.Tanh()``, ``seq[1] = ...``);
+- which tensor each parameter and buffer is (``head.weight = Parameter(...)``, which
+  unties a tied weight: the captured tensor, still the embedding's, would not see it);
+- which object each other public attribute is: a function (``self.act_fn = ACT2FN[...]``),
+  an enum member, a tensor kept as a plain attribute (a rotary ``cos_cached``);
 - which hooks are registered (forward, forward pre-, full backward and backward pre-).
-
-Parameters and buffers are captured tensors, checked apart (``captured.py``).
 """
 import operator
 
@@ -30,7 +32,7 @@ class ModuleGuard:
     or an attribute kept by content (a list, a small array: it may change in place), takes
     the slow path that names the change."""
     __slots__ = ("module", "name", "training", "attrs", "children", "hooks", "_get",
-                 "_values", "_by_content")
+                 "_values", "_by_content", "objects", "tensors", "_kept", "_slow")
 
     def __init__(self, path, module):
         d = module.__dict__
@@ -46,11 +48,22 @@ class ModuleGuard:
                       if not attr.startswith("_") and attr != "training" and plain(value)]
         self.children = tuple(d.get("_modules", {}).items())
         self.hooks = tuple(tuple(d.get(store) or ()) for store, _ in _HOOKS)
+        # (attr, object, what): public attributes compared by identity (``is``: a tensor's == is
+        # elementwise)
+        self.objects = [(attr, value, f"the attribute {path}.{attr} of {kind}" if path else
+                         f"the attribute {attr} of {kind}") for attr, value in d.items()
+                        if not attr.startswith("_") and attr != "training" and not plain(value)
+                        and not isinstance(value, (dict, list, tuple))]
+        # the parameters and buffers, held (their ids stay theirs) and compared by id
+        self.tensors = (tuple(d["_parameters"].items()), tuple(d["_buffers"].items()))
+        self._kept = tuple(t for _, t in self.tensors[0]), tuple(
+            t for _, t in self.tensors[1])
         self._index()
 
     def _index(self):
         by_value = [a for a in self.attrs if type(a[1]) in _PLAIN]
         self._by_content = [a for a in self.attrs if type(a[1]) not in _PLAIN]
+        self._slow = bool(self._by_content or self.objects)
         self._get = operator.itemgetter("training", *[a[0] for a in by_value], "_modules",
                                         *[store for store, _ in _HOOKS])
         d = self.module.__dict__
@@ -62,13 +75,16 @@ class ModuleGuard:
         """Stop checking the attributes for which ``unwritten(what)`` holds (state a replayed
         store writes at every call, which the graph never reads)."""
         self.attrs = [a for a in self.attrs if not unwritten(a[3])]
+        self.objects = [o for o in self.objects if not unwritten(o[2])]
         self._index()
 
     def changed(self):
         """Why the variant no longer fits, or None."""
         d = self.module.__dict__
         try:
-            if self._get(d) == self._values and not self._by_content:
+            if (self._get(d) == self._values and not self._slow
+                    and _same(d["_parameters"], self._kept[0])
+                    and _same(d["_buffers"], self._kept[1])):
                 return None
         except KeyError:        # an attribute deleted: the slow path names it
             pass
@@ -87,6 +103,16 @@ class ModuleGuard:
                     continue
             shown = "<deleted>" if now is _MISSING else repr(now)
             return f"{what} changed: {value!r} -> {shown}"
+        for attr, obj, _ in self.objects:
+            if d.get(attr, _MISSING) is not obj:
+                return f"the attribute {attr} of {self.name} was replaced by another object"
+        for store, kept in zip(("_parameters", "_buffers"), self.tensors):
+            now = d.get(store, {})
+            for name, t in kept:
+                if now.get(name, _MISSING) is not t:
+                    return f"the {store[1:-1]} {name} of {self.name} was replaced or removed"
+            if len(now) != len(kept):
+                return f"a {store[1:-1]} was added to {self.name}"
         children = d.get("_modules", {})
         if tuple(children.items()) != self.children:
             was = dict(self.children)
@@ -101,6 +127,12 @@ class ModuleGuard:
     def describe(self):
         return (f"{self.name}: training={self.training}, {len(self.attrs)} setting(s), "
                 f"{len(self.children)} child(ren) and its hooks as traced")
+
+
+def _same(now, kept):
+    """Whether the dict ``now`` holds the objects of the tuple ``kept``, in order (by
+    identity, in C: a tensor's == is elementwise)."""
+    return len(now) == len(kept) and all(map(operator.is_, now.values(), kept))
 
 
 def module_guards(module, called):

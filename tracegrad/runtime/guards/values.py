@@ -10,7 +10,11 @@ A ``FreeGuard`` holds the value read from one place (a dict's key, a closure cel
 why the variant no longer fits when the place holds another; ``stale`` asks a variant's
 guards in turn.
 """
+import types
+
 import numpy as np
+
+from tracegrad.tensor import Tensor
 
 
 _PLAIN = (bool, int, float, complex, str, bytes, type(None))
@@ -80,6 +84,38 @@ class FreeGuard:
 
     def describe(self):
         return f"{self.what} == {self.shown}" + (f" (read in {self.site})" if self.site else "")
+
+
+def by_identity(value):
+    """Whether a place holding ``value`` is guarded by identity: an object no guard compares
+    by value (a module, an optimizer, a function, a class, an enum member), but not a
+    tensor (a captured input, checked apart), a Python module, or a container (its contents
+    are guarded where they are read)."""
+    return (value is not _MISSING and not plain(value) and not isinstance(
+        value, (Tensor, types.ModuleType, np.ndarray, dict, list, tuple, set)))
+
+
+class IdentityGuard(FreeGuard):
+    """``what`` held the object ``value`` when traced, one no guard can compare by value (a
+    module, an optimizer, a function, an enum member): the variant baked what the function
+    did with it, so another object there retraces. Compared with ``is``."""
+    __slots__ = ()
+
+    def __init__(self, what, store, key, value, site):
+        self.what, self.store, self.key, self.value, self.site = what, store, key, value, site
+        self.test = None
+        self.frozen, self.shown = None, type(value).__name__
+
+    def changed(self):
+        now = self.now()
+        if now is self.value:
+            return None
+        shown = "<deleted>" if now is _MISSING else f"another {type(now).__name__}"
+        return f"{self.what} was rebound: a {self.shown} -> {shown}"
+
+    def describe(self):
+        return (f"{self.what} is the same {self.shown}" +
+                (f" (read in {self.site})" if self.site else ""))
 
 
 def stale(guards):
