@@ -70,3 +70,35 @@ def test_module_compile_compiles_in_place():
     np.testing.assert_allclose(compiled[0], eager[0], rtol=1e-5)
     assert model._compiled_call.stats["compiles"] == 2
     assert type(model) is nn.Sequential                 # still the module itself
+
+
+def test_embedding_max_norm_compiled_keeps_the_weights_gradient():
+    # max_norm renormalises the looked-up rows in place under no_grad; the weight stays the
+    # leaf it was, so its gradient is the rows' (a trace once read the written weight as a
+    # new value no gradient reached: emb.weight.grad was None)
+    class Net(tg.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = tg.nn.Embedding(10, 4, max_norm=1.0)
+            self.head = tg.nn.Linear(4, 3)
+
+        def forward(self, x):
+            return self.head(self.emb(x)).pow(2).sum()
+    x = tg.tensor([[1, 2, 0, 3], [3, 3, 9, 1]])
+    results = []
+    for compiled in (False, True):
+        tg.manual_seed(0)
+        m = Net()
+        f = tg.compile(m) if compiled else m
+        out = []
+        for _ in range(2):
+            m.zero_grad()
+            loss = f(x)
+            loss.backward()
+            out.append([loss.item(), m.emb.weight.grad.numpy().copy(),
+                        m.emb.weight.detach().numpy().copy(), m.head.weight.grad.numpy().copy()])
+        results.append(out)
+    for a, b in zip(*results):
+        for u, v in zip(a, b):
+            np.testing.assert_allclose(v, u, rtol=1e-5, atol=1e-6)
+    assert np.abs(results[1][0][1]).sum() > 0

@@ -282,11 +282,19 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         padding_idx = padding_idx + num if padding_idx < 0 else padding_idx
     flat = input.reshape(-1)
     if max_norm is not None:
+        # inside a trace, the written weight is a new value no gradient reaches, where
+        # PyTorch's stays the leaf it was: the rows are looked up in a copy taken before the
+        # write, which the gradient goes through, and given the written values
+        before = weight.clone() if _tracing() and weight.requires_grad else None
         with no_grad():     # PyTorch renormalises the looked-up rows in place
             rows = index_select(weight, 0, flat)
             norms = norm(rows, norm_type, dim=1, keepdim=True)
             scale = where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
             weight[flat] = rows * scale
+        if before is not None:
+            looked = _embedding(before, input, padding_idx, scale_grad_by_freq)
+            written = _embedding(weight, input, padding_idx, scale_grad_by_freq)
+            return looked + (written - looked).detach()
     return _embedding(weight, input, padding_idx, scale_grad_by_freq)   # EmbeddingBackward0
 
 
