@@ -14,7 +14,7 @@ from ..tensor import Tensor
 from .core import Primitive, bind, op_error
 from .declare import method
 from .elementwise import clone, where
-from .index_ops import gather, scatter_add
+from .index_ops import check_scatter_index, gather, scatter_add
 from .inplace_methods import torch_name, write_result
 from .rules import norm_dim
 
@@ -34,6 +34,11 @@ def index_fill(input, dim, index, value):
     d = norm_dim(dim, input.ndim)
     n = input.shape[d]
     index = index.reshape(1, -1)
+    if _hook_state.tracer is None and type(index) is Tensor and index.numel():  # host read
+        bad = index[(index < -n) | (index >= n)]
+        if bad.numel():
+            raise op_error("index_fill", f"index {int(bad[0].item())} is out of bounds for "
+                                         f"dimension {d} with size {n}", IndexError)
     index = where(index < 0, index + n, index)      # negative indices count from the end
     hit = (arange(n, device=input.device).reshape(-1, 1) == index).any(1)
     hit = hit.reshape((1,) * d + (n,) + (1,) * (input.ndim - d - 1))
@@ -67,6 +72,7 @@ def scatter(input, dim, index, src=None, value=None, *, reduce=None):
         raise op_error("scatter", f"scatter(): Expected dtype int64 for index, got "
                                   f"{index.dtype.name}")
     d = norm_dim(dim, max(input.ndim, 1))
+    check_scatter_index("scatter", input, d, index)
     count = scatter_add(zeros(input.shape, device=input.device), d, index,
                         ones(index.shape, device=input.device))
     hit = count > 0

@@ -54,7 +54,7 @@ def _index_vector(name, idx):
 def _check_bounds(name, idx, dim, size):
     if _eager() and idx.numel():
         lo, hi = int(idx.min().item()), int(idx.max().item())
-        bad = hi if hi >= size else lo if lo < -size else None
+        bad = hi if hi >= size else lo if lo < 0 else None     # no negatives, as PyTorch
         if bad is not None:
             raise op_error(name, f"{name}_(): index {bad} is out of bounds for dimension {dim} "
                                  f"with size {size}" if name == "index_copy" else

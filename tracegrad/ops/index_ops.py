@@ -11,7 +11,7 @@ both, and ``nonzero`` is in ``data_dependent.py``.
 """
 import numpy as np
 
-from .. import dtypes
+from .. import _hooks, dtypes
 from ..autograd.grad_mode import _state as _gm
 from ..creation import tensor
 from ..device import recording
@@ -245,10 +245,7 @@ def _gather_key(xp, index, dim):
 
 def _gather_impl(xp, x, index, dim):
     if index.shape[dim] and x.size and not recording(xp):    # (a host read: see recording)
-        lim = x.shape[dim]
-        if (index >= lim).any() or (index < -lim).any():
-            raise RuntimeError(f"index {int(index.max())} is out of bounds for dimension {dim} "
-                               f"with size {lim}")
+        _in_bounds(index, dim, x.shape[dim])
     return x[_gather_key(xp, index, dim)]
 
 
@@ -273,6 +270,25 @@ gather_p = Primitive(
     vjp=(lambda g, x, i, out, dim: bind(scatter_add_zeros_p, g, i, dim=dim, shape=x.shape),
          None),
     saves=("index",), kind="other")
+
+
+def _in_bounds(index, dim, lim):
+    """PyTorch's check of gather's and scatter's indices: each in ``[0, lim)`` (a negative
+    one does not count from the end there)."""
+    bad = index[(index < 0) | (index >= lim)]
+    if bad.size:
+        raise RuntimeError(f"index {int(bad.reshape(-1)[0])} is out of bounds for dimension "
+                           f"{dim} with size {lim}")
+
+
+def check_scatter_index(name, input, dim, index):
+    """Outside a trace, ``name``'s (scatter's) error for an index outside ``[0, size)``."""
+    if _hooks.tracer is None and type(index) is Tensor and index.numel() and input.ndim:
+        lim = input.shape[dim]
+        bad = index[(index < 0) | (index >= lim)]
+        if bad.numel():
+            raise op_error(name, f"index {int(bad.reshape(-1)[0].item())} is out of bounds for "
+                                 f"dimension {dim} with size {lim}")
 
 
 def _scatter_add_zeros_impl(xp, g, index, dim, shape):
@@ -364,6 +380,7 @@ def scatter_add(input, dim, index, src):
         src = src.reshape(1) if src.ndim == 0 else src
         return scatter_add(input.reshape(1), dim, index.reshape(1), src).reshape(())
     d = norm_dim(dim, input.ndim)
+    check_scatter_index("scatter_add", input, d, index)
     return input + bind(scatter_add_zeros_p, src, index, dim=d, shape=input.shape)
 
 
@@ -374,6 +391,9 @@ def index_select(input, dim, index):
     if index.dtype.is_floating_point:
         raise op_error("index_select", "index_select(): Expected dtype int32/int64 for index")
     d = norm_dim(dim, input.ndim)
+    if input.ndim and _hooks.tracer is None and type(index) is Tensor and index.numel() and (
+            bool((index < 0).any()) or bool((index >= input.shape[d]).any())):
+        raise op_error("index_select", "index out of range in self", IndexError)
     return bind(index_p, input, index.reshape(-1), spec=(slice_all,) * d + (("t", 0),)) \
         if input.ndim else input
 

@@ -39,6 +39,8 @@ def take_along_dim(input, indices, dim=None):
         indices = broadcast_to(indices, want_i)
     if input.shape != want_x:
         input = broadcast_to(input, want_x)
+    # along a dim, a negative index counts from the end (as PyTorch's; gather's do not)
+    indices = where(indices < 0, indices + input.shape[d], indices)
     return gather(input, d, indices)
 
 

@@ -19,6 +19,7 @@ from ...ops import (
     where,
 )
 from ...ops.core import op_error
+from ...tensor import Tensor
 from ...ops.linalg import mm
 from ...ops.nn_ops import _tracing, addmm
 from ...ops.nn_ops import embedding as _embedding
@@ -376,9 +377,18 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
 
 
 def one_hot(tensor, num_classes=-1):
-    """Integer ``tensor`` as int64 one-hot rows; ``num_classes=-1`` takes max + 1."""
+    """Integer ``tensor`` as int64 one-hot rows; ``num_classes=-1`` takes max + 1. A class
+    outside ``[0, num_classes)`` is PyTorch's error (checked outside a trace: a host read)."""
     if num_classes == -1:
+        if not tensor.numel():
+            raise op_error("one_hot", "Can not infer total number of classes from empty "
+                                      "tensor.")
         num_classes = int(tensor.max().item()) + 1
+    elif not _tracing() and type(tensor) is Tensor and tensor.numel():    # not in a vmap
+        if bool((tensor < 0).any()):
+            raise op_error("one_hot", "Class values must be non-negative.")
+        if bool((tensor >= num_classes).any()):
+            raise op_error("one_hot", "Class values must be smaller than num_classes.")
     classes = creation.arange(num_classes, device=tensor.device)
     return (tensor.unsqueeze(-1) == classes).long()
 

@@ -8,6 +8,8 @@ from ...ops import (
     abs, exp, gather, index_select, log, log1p, log_softmax as _log_softmax, masked_fill, where,
 )
 from ...ops.core import op_error
+from ...ops.nn_ops import _tracing
+from ...tensor import Tensor
 from ...ops.declare import backward_name
 from ._base import log_sigmoid
 
@@ -69,6 +71,11 @@ def _nll_terms(input, target, weight, ignore_index):
     _check_nll_shapes(input, target)
     class_dim = 0 if input.ndim == 1 else 1
     ignored = target == ignore_index
+    if not _tracing() and type(target) is Tensor:   # (a host read; a vmap's batch reads none)
+        bad = target[~ignored & ((target < 0) | (target >= input.shape[class_dim]))]
+        if bad.numel():
+            raise op_error("nll_loss", f"Target {int(bad[0].item())} is out of bounds.",
+                           IndexError)
     safe = masked_fill(target, ignored, 0)        # any valid class: its term is zeroed below
     picked = gather(input, class_dim, safe.unsqueeze(class_dim)).squeeze(class_dim)
     kept = (~ignored).to(input.dtype)

@@ -1,0 +1,66 @@
+"""Indices outside an op's range are PyTorch's errors, never a silent read of another
+element: a negative index where PyTorch takes none (gather, scatter, index_select,
+index_add, index_copy, a class target), an index past the end (index_fill), a class past
+``num_classes`` (one_hot); and where PyTorch counts a negative index from the end
+(take_along_dim along a dim, index_fill), so does tracegrad. The user's tensor is
+unchanged after the error."""
+import numpy as np
+import pytest
+
+import tracegrad as tg
+
+torch = pytest.importorskip("torch")
+
+CASES = {
+    "gather": lambda L, x, i: x.gather(0, i),
+    "scatter": lambda L, x, i: x.scatter(0, i, L.ones(1)),
+    "scatter value": lambda L, x, i: x.scatter(0, i, 2.0),
+    "scatter_add": lambda L, x, i: x.scatter_add(0, i, L.ones(1)),
+    "index_select": lambda L, x, i: x.index_select(0, i),
+    "index_add": lambda L, x, i: x.index_add(0, i, L.ones(1)),
+    "index_copy": lambda L, x, i: x.index_copy(0, i, L.ones(1)),
+    "index_fill": lambda L, x, i: x.index_fill(0, i, 5.0),
+    "take_along_dim": lambda L, x, i: L.take_along_dim(x, i),
+    "nll_loss": lambda L, x, i: L.nn.functional.nll_loss(x.reshape(1, 3), i),
+    "cross_entropy": lambda L, x, i: L.nn.functional.cross_entropy(x.reshape(1, 3), i),
+    "one_hot": lambda L, x, i: L.nn.functional.one_hot(i, 3),
+}
+
+
+@pytest.mark.parametrize("index", [-1, 3, -4])
+@pytest.mark.parametrize("op", sorted(CASES))
+def test_an_index_out_of_range_is_torchs_error(op, index):
+    outcome = []
+    for L in (torch, tg):
+        x = L.tensor([0.0, 1.0, 2.0])
+        try:
+            result = CASES[op](L, x, L.tensor([index]))
+        except (IndexError, RuntimeError) as e:
+            outcome.append(type(e))
+        else:
+            outcome.append(result.detach().numpy().tolist())
+        assert x.tolist() == [0.0, 1.0, 2.0]
+    if isinstance(outcome[0], type):     # torch refuses: tracegrad raises too
+        assert isinstance(outcome[1], type), outcome
+        assert issubclass(outcome[1], (IndexError, RuntimeError))
+    else:
+        np.testing.assert_allclose(outcome[1], outcome[0])
+
+
+def test_take_along_dim_counts_negative_indices_from_the_end_along_a_dim():
+    x = np.arange(6.0).reshape(2, 3)
+    idx = np.array([[-1], [0]])
+    got = tg.take_along_dim(tg.tensor(x), tg.tensor(idx), dim=1)
+    want = torch.take_along_dim(torch.tensor(x), torch.tensor(idx), dim=1)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_a_compiled_cross_entropy_target_out_of_range_is_refused():
+    # on the first call (the trace) and on a later one (the compiled gather checks too)
+    f = tg.compile(lambda x, t: tg.nn.functional.cross_entropy(x, t))
+    x = tg.zeros(2, 3)
+    with pytest.raises(RuntimeError, match="index -1 is out of bounds"):
+        f(x, tg.tensor([-1, 1]))
+    assert f(x, tg.tensor([-100, 1])).item() == pytest.approx(np.log(3))
+    with pytest.raises(RuntimeError, match="index -1 is out of bounds"):
+        f(x, tg.tensor([-1, 1]))
