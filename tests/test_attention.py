@@ -86,10 +86,17 @@ def test_sdpa_matches_torch(case):
     _grads_match([t_out], [m_out], t_in, m_in)
 
 
-def test_sdpa_causal_with_mask_raises_like_torch():
-    q = tg.randn(1, 3, 4, requires_grad=True)
-    with pytest.raises(RuntimeError, match="Explicit attn_mask should not be set"):
-        F.scaled_dot_product_attention(q, q, q, attn_mask=tg.ones(3, 3).bool(), is_causal=True)
+@pytest.mark.parametrize("mask", ["bool", "float"])
+def test_sdpa_causal_and_a_mask_both_apply_as_torch(mask):
+    # PyTorch 2.13's kernels apply both (its math path, taken when v's head dim differs from
+    # q's, still refuses): here both apply whatever the head dims
+    torch = _torch()
+    t_in, m_in = _leaves(_x(2, 3, 5, 8), _x(2, 3, 5, 8, seed=1), _x(2, 3, 5, 8, seed=2))
+    m = _bool_mask(5, 5) if mask == "bool" else _x(5, 5, seed=4)
+    t_out = torch.nn.functional.scaled_dot_product_attention(
+        *t_in, attn_mask=torch.tensor(m), is_causal=True)
+    m_out = F.scaled_dot_product_attention(*m_in, attn_mask=tg.tensor(m), is_causal=True)
+    _grads_match([t_out], [m_out], t_in, m_in)
 
 
 def test_sdpa_gqa_matches_torch():

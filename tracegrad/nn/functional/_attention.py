@@ -1,8 +1,8 @@
 """``scaled_dot_product_attention(q, k, v)``: ``softmax(q @ k^T * scale + bias) @ v`` over
 the last two dims, as PyTorch's.
 
-A boolean ``attn_mask`` (True = may attend), a float one (added to the scores) or
-``is_causal`` (not both, as PyTorch's reference path), dropout on the weights and
+A boolean ``attn_mask`` (True = may attend), a float one (added to the scores) and/or
+``is_causal`` (both apply, as PyTorch 2.13's kernels do), dropout on the weights and
 grouped-query attention (``enable_gqa``). A query row that may attend to nothing gets zero
 weights and a zero output, as PyTorch 2.x returns, instead of NaN. Everything is a
 composition of tracegrad ops, so it differentiates and compiles as is; ``nn.attention``'s
@@ -52,15 +52,12 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                                f"query heads ({hq}) must be a multiple of the key/value heads "
                                f"({hk}, {value.shape[-3]})")
         key, value = _repeat_heads(key, hq // hk), _repeat_heads(value, hq // hk)
-    if is_causal and attn_mask is not None:
-        raise RuntimeError("scaled_dot_product_attention: Explicit attn_mask should not be set "
-                           "when is_causal=True")
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     scores = matmul(query, key.transpose(-2, -1)) * scale
     keep = _causal_mask(L, S, query.device) if is_causal else None
     if attn_mask is not None:
-        if attn_mask.dtype is dtypes.bool:
-            keep = attn_mask
+        if attn_mask.dtype is dtypes.bool:     # with is_causal, both apply (PyTorch 2.13's)
+            keep = attn_mask if keep is None else keep & attn_mask
         else:
             scores = scores + attn_mask
     if keep is not None:
