@@ -475,6 +475,20 @@ def test_binary_cross_entropy_at_saturated_probabilities_vs_torch(dtype):
         lambda x: F.binary_cross_entropy(x, tg.tensor([0.0, 1.0]).double()), (x,))
 
 
+def test_loss_inputs_torch_refuses_are_refused():
+    # a probability outside [0, 1] (or NaN) and a class weight of the wrong length: PyTorch's
+    # errors, where the loss was NaN or a number
+    torch = _torch()
+    for lib in (torch, tg):
+        for x in ([1.5, 0.5], [float("nan"), 0.5], [-0.1, 0.5]):
+            with pytest.raises(RuntimeError, match="all elements of input should be between"):
+                lib.nn.functional.binary_cross_entropy(lib.tensor(x), lib.tensor([1.0, 0.0]))
+        for f in (lib.nn.functional.cross_entropy, lib.nn.functional.nll_loss):
+            with pytest.raises(RuntimeError, match="weight tensor should be defined either for "
+                                                   "all 3 classes"):
+                f(lib.zeros(2, 3), lib.tensor([0, 1]), weight=lib.ones(4))
+
+
 def test_losses_repr_like_torch():
     torch = _torch()
     for name in ("MSELoss", "CrossEntropyLoss", "BCEWithLogitsLoss", "NLLLoss"):

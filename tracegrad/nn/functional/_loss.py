@@ -70,6 +70,11 @@ def _nll_terms(input, target, weight, ignore_index):
                                    f"the class-index target")
     _check_nll_shapes(input, target)
     class_dim = 0 if input.ndim == 1 else 1
+    n_classes = input.shape[class_dim]
+    if weight is not None and (weight.ndim != 1 or weight.shape[0] != n_classes):
+        raise op_error("nll_loss", f"weight tensor should be defined either for all "
+                                   f"{n_classes} classes or no classes but got weight tensor "
+                                   f"of shape: {list(weight.shape)}")
     ignored = target == ignore_index
     if not _tracing() and type(target) is Tensor:   # (a host read; a vmap's batch reads none)
         bad = target[~ignored & ((target < 0) | (target >= input.shape[class_dim]))]
@@ -181,6 +186,10 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     def loss_at(x):
         return (target - 1) * log1p(-x).clamp(min=-100) - target * log(x).clamp(min=-100)
     x = input.detach()
+    if not _tracing() and type(x) is Tensor and x.numel() and not bool(     # (a host read)
+            ((x >= 0) & (x <= 1)).all()):
+        raise op_error("binary_cross_entropy", "all elements of input should be between 0 "
+                                               "and 1")
     inside = x * (1 - x) >= _BCE_EPS
     at_edge = loss_at(x) + (input - x) * ((x - target) / _BCE_EPS).detach()
     loss = where(inside, loss_at(where(inside, input, 0.5)), at_edge)
