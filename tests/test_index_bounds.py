@@ -64,3 +64,18 @@ def test_a_compiled_cross_entropy_target_out_of_range_is_refused():
     assert f(x, tg.tensor([-100, 1])).item() == pytest.approx(np.log(3))
     with pytest.raises(RuntimeError, match="index -1 is out of bounds"):
         f(x, tg.tensor([-1, 1]))
+
+
+def test_a_uint8_index_is_a_mask_as_torch():
+    # PyTorch reads a uint8 tensor in a key as a boolean mask (with a deprecation warning)
+    # and refuses one in an assignment; it was taken as positions
+    got = []
+    for L in (torch, tg):
+        x = L.tensor([10.0, 20.0, 30.0])
+        m = L.tensor([1, 0, 1], dtype=L.uint8)
+        with pytest.warns(UserWarning, match="indexing with dtype torch.uint8 is now deprecated"):
+            got.append(x[m].tolist())
+        with pytest.raises(RuntimeError, match="masked_fill_ only supports boolean masks"):
+            x[m] = 0.0
+        assert x.tolist() == [10.0, 20.0, 30.0]
+    assert got[0] == got[1] == [10.0, 30.0]

@@ -9,6 +9,8 @@ This module sits below ``shape_ops`` (``narrow`` and ``flip`` are indexes): the 
 that broadcast first (``take_along_dim``, the masked ones) are in ``masked_ops.py``, above
 both, and ``nonzero`` is in ``data_dependent.py``.
 """
+import warnings
+
 import numpy as np
 
 from .. import _hooks, dtypes
@@ -322,7 +324,24 @@ def _indices_on(tensors, x):
                             f"indexed tensor ({x.device})")
 
 
+def _byte_masks(key, name):
+    """``key`` with each uint8 tensor made a boolean mask, as PyTorch reads one (with its
+    deprecation warning); for a write (``name``), PyTorch's error."""
+    keys = key if isinstance(key, tuple) else (key,)
+    if not any(isinstance(k, Tensor) and k.dtype is dtypes.uint8 for k in keys):
+        return key
+    if name is not None:
+        raise op_error(name, "masked_fill_ only supports boolean masks, but got mask with "
+                             "dtype unsigned char")
+    warnings.warn("indexing with dtype torch.uint8 is now deprecated, please use a dtype "
+                  "torch.bool instead.", UserWarning, stacklevel=3)
+    fixed = tuple(k.bool() if isinstance(k, Tensor) and k.dtype is dtypes.uint8 else k
+                  for k in keys)
+    return fixed if isinstance(key, tuple) else fixed[0]
+
+
 def index(input, key):
+    key = _byte_masks(key, None)
     if is_mask_key(key):        # the result's size is the number of True values
         graph_break("a boolean-mask index x[mask]")
     spec, tensors = parse_key(key)
@@ -334,6 +353,7 @@ def index(input, key):
 def setitem(target, key, value):
     """``target[key] = value``. A basic key writes through the view ``target[key]``, as
     PyTorch's ``copy_`` into it does, so a base that records history gets ``CopySlices``."""
+    _byte_masks(key, "setitem")
     spec, tensors = parse_key(key)
     if tensors:
         tensors = _indices_on(tensors, target)
