@@ -79,3 +79,18 @@ def test_a_uint8_index_is_a_mask_as_torch():
             x[m] = 0.0
         assert x.tolist() == [10.0, 20.0, 30.0]
     assert got[0] == got[1] == [10.0, 30.0]
+
+
+@pytest.mark.parametrize("call", [
+    lambda L: L.arange(3.0).chunk(0), lambda L: L.arange(3.0).split(0),
+    lambda L: L.arange(3.0).split(-1), lambda L: L.linspace(0, 1, -2), lambda L: L.eye(-2),
+    lambda L: L.randint(5, 2, (3,)), lambda L: L.arange(0, 10, -1),
+], ids=["chunk 0", "split 0", "split -1", "linspace -2", "eye -2", "randint 5..2",
+        "arange wrong sign"])
+def test_sizes_torch_refuses_are_refused_with_its_error(call):
+    # each was a raw Python or NumPy error from inside, or (split -1, arange) a silent
+    # empty result
+    for L in (torch, tg):
+        with pytest.raises(RuntimeError):
+            call(L)
+    assert tg.zeros(0).split(0)[0].shape == (0,) and tg.arange(10, 0, -3).tolist() == [10, 7, 4, 1]

@@ -284,6 +284,9 @@ def full_like(input, fill_value, *, dtype=None, layout=None, device=None, requir
 
 def eye(n, m=None, *, dtype=None, layout=None, device=None, requires_grad=False):
     check_layout("eye", layout)
+    for name, k in (("n", n), ("m", m)):
+        if k is not None and k < 0:
+            raise RuntimeError(f"eye: {name} must be greater or equal to 0, got {k}")
     dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
     return _finish(np.eye(n, m if m is not None else n, dtype=dt.np), None, device, requires_grad)
 
@@ -296,6 +299,8 @@ def arange(start, end=None, step=1, *, dtype=None, layout=None, device=None,
     vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
     if step == 0:
         raise RuntimeError("arange: step must be nonzero")
+    if all(type(v) in (int, float) for v in vals) and (vals[1] - vals[0]) * vals[2] < 0:
+        raise RuntimeError("arange: upper bound and lower bound inconsistent with step sign")
     if dtype is None:
         dtype = dtypes.result_type(*vals)
     dt = dtypes.as_dtype(dtype)
@@ -305,6 +310,8 @@ def arange(start, end=None, step=1, *, dtype=None, layout=None, device=None,
 
 def linspace(start, end, steps, *, dtype=None, layout=None, device=None, requires_grad=False):
     check_layout("linspace", layout)
+    if steps < 0:
+        raise RuntimeError("linspace: number of steps must be non-negative")
     dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
     if isinstance(start, Tensor) or isinstance(end, Tensor):
         return _linspace_of_tensors(start, end, steps, dt, device, requires_grad)
@@ -364,6 +371,9 @@ def randint(low=0, high=None, size=None, *, generator=None, dtype=None, layout=N
     if size is None:
         raise TypeError("randint() missing required argument 'size'")
     shape = _size((size,))
+    if low >= high:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} "
+                           f">= to={high}")
     return _drawn(generator, lambda rng: rng.integers(low, high, shape), "integers", shape,
                   dtype or dtypes.int64, device, requires_grad, low=int(low), high=int(high))
 

@@ -368,7 +368,14 @@ def split(tensor, split_size_or_sections, dim=0):
     n = tensor.shape[d]
     if isinstance(split_size_or_sections, int):
         step = split_size_or_sections
-        sizes = [min(step, n - i) for i in range(0, n, step)] or [0]
+        if step < 0:
+            raise op_error("split", f"split expects split_size be non-negative, but got "
+                                    f"split_size={step}")
+        if step == 0 and n:
+            raise op_error("split", f"split_size can only be 0 if dimension size is 0, but got "
+                                    f"dimension size of {n}")
+        sizes = [min(step, n - i) for i in range(0, n, step)] if step else [0]
+        sizes = sizes or [0]
     else:
         sizes = list(split_size_or_sections)
         if sum(sizes) != n:
@@ -384,6 +391,8 @@ def split(tensor, split_size_or_sections, dim=0):
 
 @method
 def chunk(input, chunks, dim=0):
+    if chunks <= 0:
+        raise op_error("chunk", f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     d = norm_dim(dim, input.ndim)
     n = input.shape[d]
     size = -(-n // chunks) if n else 1
