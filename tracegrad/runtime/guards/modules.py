@@ -28,9 +28,10 @@ class ModuleGuard:
 
     ``changed`` runs before every reuse, for every module, so its usual answer (nothing
     changed) is one ``itemgetter`` over ``training``, the attributes that compare by value,
-    the children and the hook dicts, and one tuple comparison, both in C. Only a mismatch,
-    or an attribute kept by content (a list, a small array: it may change in place), takes
-    the slow path that names the change."""
+    the children and the hook dicts, one tuple comparison, and an identity scan of the
+    parameters and of the buffers, all in C. Only a mismatch, an attribute kept by content
+    (a list, a small array: it may change in place) or one kept by identity takes the slow
+    path that names the change."""
     __slots__ = ("module", "name", "training", "attrs", "children", "hooks", "_get",
                  "_values", "_by_content", "objects", "tensors", "_kept", "_slow")
 
