@@ -175,6 +175,12 @@ _hooks_state = _HooksState()
 _PACKING = Census()     # saved_tensors_hooks blocks open now, in any thread
 
 
+def packing():
+    """Whether a ``saved_tensors_hooks`` block is open in this thread (``SavedTensor`` asks
+    the same inline, on its hot path)."""
+    return bool(_PACKING.n and _hooks_state.stack)
+
+
 def _packed(pack, t):
     """``pack(t)`` as PyTorch runs it: without recording gradients, and with no hook applied
     to what its own ops save (a pack hook that computes, ``v.to(float16)``, would recurse).

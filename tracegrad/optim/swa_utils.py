@@ -68,10 +68,10 @@ def get_swa_multi_avg_fn():
     """``multi_avg_fn`` of the running mean, in place."""
     @no_grad()
     def swa_update(averaged, current, num_averaged):
+        n = num_averaged.item() if isinstance(num_averaged, Tensor) else num_averaged
         for a, c in zip(averaged, current):
             if a.is_floating_point() or a.is_complex():
-                weight = 1 / (num_averaged + 1)
-                a.lerp_(c, weight.item() if isinstance(weight, Tensor) else weight)
+                a.lerp_(c, 1 / (n + 1))
             else:       # an integer buffer: the step truncated to an integer, as PyTorch's
                 a.add_(((c - a) / (num_averaged + 1)).trunc().to(a.dtype))
     return swa_update

@@ -13,18 +13,13 @@ checked against in-place changes as eager saved tensors are. Under
 """
 
 from tracegrad.autograd import grad_mode
-from tracegrad.autograd.graph import _PACKING, FREED_ERROR, Node, SavedTensor, _hooks_state
+from tracegrad.autograd.graph import FREED_ERROR, Node, SavedTensor
 from tracegrad.ir import evaluate
 from tracegrad.tensor import Tensor
 
 from .events import run_generated
 
 _gm = grad_mode._state
-
-
-def packing():
-    """Whether a ``saved_tensors_hooks`` block is open in this thread."""
-    return bool(_PACKING.n and _hooks_state.stack)
 
 
 class PackedResiduals:

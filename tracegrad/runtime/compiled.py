@@ -311,7 +311,7 @@ class CompiledFunction(EagerFallback, Inspection):
                 if tracer.abandoned is not None and tracer.abandoned[1]:
                     self._run_eagerly_because(*tracer.abandoned)
             raise
-        if tracer.abandoned is None:
+        if tracer.abandoned is None and tracer.after:      # stores made: can a variant?
             returned = []
             map_structure(result, lambda x: returned.append(x) if isinstance(x, Tensor) else x)
             why = tracer.unreplayable_store(returned)

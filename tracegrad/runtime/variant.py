@@ -12,6 +12,7 @@ from tracegrad.codegen import numpy as npgen
 from tracegrad.codegen.support import GuardFailure, buffer_bytes
 from tracegrad.codegen import python as py
 from tracegrad.codegen.names import CodeNamer
+from tracegrad.autograd.graph import packing
 from tracegrad.ir import Graph, print_graph
 from tracegrad.passes import pipeline
 from tracegrad.passes.autodiff import active_values
@@ -19,7 +20,7 @@ from tracegrad.tensor import Tensor
 from tracegrad.trace import OutputRef, map_structure
 
 from . import cuda_tier, tiers
-from .backward import CompiledFunctionBackward, PackedResiduals, packing
+from .backward import CompiledFunctionBackward, PackedResiduals
 from .dynamic import carrier_of, size_carrier
 from .events import phase, run_generated
 from .guards import FreeGuard

@@ -77,10 +77,10 @@ def _nll_terms(input, target, weight, ignore_index):
                                    f"of shape: {list(weight.shape)}")
     ignored = target == ignore_index
     if not _tracing() and type(target) is Tensor:   # (a host read; a vmap's batch reads none)
-        bad = target[~ignored & ((target < 0) | (target >= input.shape[class_dim]))]
-        if bad.numel():
-            raise op_error("nll_loss", f"Target {int(bad[0].item())} is out of bounds.",
-                           IndexError)
+        invalid = ~ignored & ((target < 0) | (target >= n_classes))
+        if bool(invalid.any()):
+            raise op_error("nll_loss", f"Target {int(target[invalid][0].item())} is out of "
+                                       f"bounds.", IndexError)
     safe = masked_fill(target, ignored, 0)        # any valid class: its term is zeroed below
     picked = gather(input, class_dim, safe.unsqueeze(class_dim)).squeeze(class_dim)
     kept = (~ignored).to(input.dtype)

@@ -140,11 +140,9 @@ def _chain_guards(f, fn, module, args, kwargs, chains, tree, seen, methods, self
                 # the chain went on past an object (box["opt"].step()): that object, by
                 # identity (a method read from it is made anew at each read)
                 seen.add((id(obj), prefix))
-                guards.append(IdentityChainGuard(
-                    "the attribute " + root + "".join(f".{k}" if s == "attr" else f"[{k!r}]"
-                                                      for s, k in prefix),
-                    obj, get, prefix, last, where))
-            shown = root + "".join(f".{k}" if s == "attr" else f"[{k!r}]" for s, k in steps)
+                guards.append(IdentityChainGuard(f"the attribute {_shown(root, prefix)}",
+                                                 obj, get, prefix, last, where))
+            shown = _shown(root, steps)
             if value is _UNSAFE:
                 _unguarded.append(f"{shown} at {where} (read through a property or "
                                   "__getattr__; a guard does not call those)")
@@ -161,6 +159,11 @@ def _chain_guards(f, fn, module, args, kwargs, chains, tree, seen, methods, self
             kind_ = ChainGuard if plain(value) else IdentityChainGuard
             guards.append(kind_(f"the attribute {shown}", obj, get, steps, value, where))
     return guards
+
+
+def _shown(root, steps):
+    """A chain as the source reads: ``cfg.scale``, ``HP['lr']``."""
+    return root + "".join(f".{k}" if s == "attr" else f"[{k!r}]" for s, k in steps)
 
 
 def _keyed(f, steps):
