@@ -12,6 +12,8 @@ import tracegrad as tg
 from tracegrad import optim
 from tracegrad.optim import _foreach
 
+from test_compile_train_step import _train_step
+
 STEPS = 7       # RAdam's rectification switches on at step 6
 SHAPES = [(3, 4), (5,), (2, 3, 2), (1,)]
 
@@ -316,13 +318,7 @@ def test_compiled_step_with_a_fused_optimizer_matches_eager(name, fused_calls):
         cls, kw = CONFIGS[name]
         model = _model()
         opt = getattr(optim, cls)(model.parameters(), foreach=True, **kw)
-
-        def train_step(x, y):
-            opt.zero_grad()
-            loss = ((model(x) - y) ** 2).mean()
-            loss.backward()
-            opt.step()
-            return loss
+        train_step = _train_step(model, opt)
         step = tg.compile(train_step) if compiled else train_step
         losses = [step(x, y).item() for _ in range(6)]
         return losses, [p.detach().clone() for p in model.parameters()], step
